@@ -1,0 +1,297 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::estimate::Usage;
+use crate::ledger::{LedgerEntry, LedgerSource};
+use crate::policy::{AntiColocation, LedgerPolicy, parse_policy};
+use crate::snapshot::Sample;
+use crate::time::Millis;
+
+const NOW: UnixMillis = UnixMillis(1_800_000_000_000);
+const HUGE: Capacity = Capacity { cpu_millis: 1 << 50, memory_bytes: 1 << 60 };
+const EIGHT_CPU: Capacity = Capacity { cpu_millis: 8000, memory_bytes: 32 << 30 };
+
+fn fresh(value: f64) -> Sample {
+    Sample { value, at: NOW.minus(Millis::from_secs(10)) }
+}
+
+fn single_metric(curve: &str, filter_above: Option<f64>) -> Policy {
+    let filter = filter_above.map(|f| format!(", filterAbove: {f}")).unwrap_or_default();
+    parse_policy(&format!(
+        "metrics:\n  - {{name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 1{filter}}}\ncurve: {curve}\n"
+    ))
+    .unwrap()
+}
+
+fn names(nodes: &[&str]) -> Vec<String> {
+    nodes.iter().map(|n| n.to_string()).collect()
+}
+
+fn one_cpu_pod(uid: &str) -> Pod {
+    Pod { uid: uid.into(), namespace: "default".into(), name: uid.into(), cpu_request_millis: 1000, ..Pod::default() }
+}
+
+fn placed(uid: &str, node: &str, at: UnixMillis, cpu_millis: i64) -> LedgerEntry {
+    LedgerEntry {
+        uid: uid.into(),
+        namespace: "default".into(),
+        name: uid.into(),
+        node: node.into(),
+        placed_at: at,
+        usage: Usage { cpu_millis, memory_bytes: 0 },
+        source: LedgerSource::Reserve,
+        labels: BTreeMap::new(),
+    }
+}
+
+#[test]
+fn water_level_worked_example_through_the_engine() {
+    let policy = single_metric("{kind: waterLevel, target: 20}", None);
+    let mut snap = Snapshot::default();
+    let levels = [1.0, 5.0, 20.0, 25.0, 50.0, 99.0];
+    for (i, u) in levels.iter().enumerate() {
+        snap.upsert_node(&format!("n{i}"), HUGE, [("cpu_usage_avg_5m", fresh(*u))]);
+    }
+    let nodes: Vec<String> = (0..levels.len()).map(|i| format!("n{i}")).collect();
+    let out = score(&policy, &snap, &Pod::default(), &nodes, NOW, false);
+    let scores: Vec<i64> = out.scores.iter().map(|s| s.score).collect();
+    assert_eq!(scores, vec![24, 40, 100, 19, 13, 0]);
+    assert_eq!(out.stats, Stats::default());
+}
+
+fn crane_snapshot() -> Snapshot {
+    let mut snap = Snapshot::default();
+    snap.upsert_node(
+        "n1",
+        EIGHT_CPU,
+        [
+            ("cpu_usage_avg_5m", fresh(30.0)),
+            ("cpu_usage_max_avg_1h", fresh(50.0)),
+            ("cpu_usage_max_avg_1d", fresh(60.0)),
+            ("mem_usage_avg_5m", fresh(40.0)),
+            ("mem_usage_max_avg_1h", fresh(50.0)),
+            ("mem_usage_max_avg_1d", fresh(50.0)),
+        ],
+    );
+    snap
+}
+
+#[test]
+fn crane_worked_example_scores_50() {
+    let policy = parse_policy("curve: {kind: crane}").unwrap();
+    let out = score(&policy, &crane_snapshot(), &Pod::default(), &names(&["n1"]), NOW, false);
+    assert_eq!(out.scores[0].score, 50);
+}
+
+#[test]
+fn crane_hot_value_from_the_ledger_takes_it_to_30() {
+    let policy = parse_policy("curve: {kind: crane}").unwrap();
+    let mut snap = crane_snapshot();
+    // 7 bindings in the last 5 minutes, 3 of them in the last minute: hot = 7/5 + 3/2 = 2.
+    let ages_secs = [30, 40, 50, 100, 150, 200, 250];
+    for (i, age) in ages_secs.iter().enumerate() {
+        snap.ledger.apply(placed(&format!("p{i}"), "n1", NOW.minus(Millis::from_secs(*age)), 0));
+    }
+    let out = score(&policy, &snap, &Pod::default(), &names(&["n1"]), NOW, false);
+    assert_eq!(out.scores[0].score, 30);
+}
+
+#[test]
+fn crane_counts_stale_metrics_as_fully_used() {
+    let policy = parse_policy("curve: {kind: crane}").unwrap();
+    let mut snap = Snapshot::default();
+    // only cpu_usage_avg_5m fresh at 0 %: (1 × 0.2) / 2.0 = 10 %
+    snap.upsert_node("n1", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(0.0))]);
+    let out = score(&policy, &snap, &Pod::default(), &names(&["n1", "ghost"]), NOW, true);
+    assert_eq!(out.scores[0].score, 10);
+    assert_eq!(out.scores[1].score, 0);
+    assert!(out.scores[1].terms.iter().all(|t| t.stale && t.curve_score == 0.0));
+}
+
+#[test]
+fn weighted_combination_rounds_at_the_end() {
+    // least-used of cpu 30 (w 1) and mem 45 (w 3): (70 + 3×55) / 4 = 58.75 → 59
+    let policy = parse_policy(
+        "metrics:\n  - {name: c, resource: cpu, query: q, period: 30s, weight: 1}\n  - {name: m, resource: memory, query: q, period: 30s, weight: 3}\ncurve: {kind: leastUsed}\n",
+    )
+    .unwrap();
+    let mut snap = Snapshot::default();
+    snap.upsert_node("n1", HUGE, [("c", fresh(30.0)), ("m", fresh(45.0))]);
+    let out = score(&policy, &snap, &Pod::default(), &names(&["n1"]), NOW, false);
+    assert_eq!(out.scores[0].score, 59);
+}
+
+#[test]
+fn explain_shows_observed_ledger_incoming_and_predicted() {
+    let policy = single_metric("{kind: waterLevel, target: 40}", None);
+    let mut snap = Snapshot::default();
+    snap.upsert_node("n1", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(10.0))]);
+    snap.ledger.apply(placed("earlier", "n1", NOW.minus(Millis::from_secs(60)), 850));
+    let out = score(&policy, &snap, &one_cpu_pod("new"), &names(&["n1"]), NOW, true);
+    let term = &out.scores[0].terms[0];
+    assert_eq!(term.metric, "cpu_usage_avg_5m");
+    assert_eq!(term.observed, 10.0);
+    assert_eq!(term.ledger, 10.625); // 850m of 8 cores
+    assert_eq!(term.incoming, 10.625); // 1 cpu × 0.85
+    assert_eq!(term.predicted, 31.25);
+    assert!(!term.stale);
+    // water level 40 at 31.25: 60 × 31.25 / 40 + 40 = 86.875
+    assert_eq!(term.curve_score, 86.875);
+    assert_eq!(out.scores[0].score, 87);
+}
+
+#[test]
+fn absorbed_and_disabled_ledger_add_nothing() {
+    let mut policy = single_metric("{kind: leastUsed}", None);
+    let mut snap = Snapshot::default();
+    snap.upsert_node("n1", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(10.0))]);
+    snap.ledger.apply(placed("old", "n1", NOW.minus(Millis::from_mins(8)), 8000));
+    let pod = Pod::default(); // best effort: 250m × 0.85 = 213m = 2.6625 %
+    let s = score(&policy, &snap, &pod, &names(&["n1"]), NOW, true);
+    assert_eq!(s.scores[0].terms[0].ledger, 0.0);
+    snap.ledger.apply(placed("new", "n1", NOW.minus(Millis::from_mins(1)), 800));
+    let s = score(&policy, &snap, &pod, &names(&["n1"]), NOW, true);
+    assert_eq!(s.scores[0].terms[0].ledger, 10.0);
+    policy.ledger = LedgerPolicy { enabled: false, ..policy.ledger.clone() };
+    let s = score(&policy, &snap, &pod, &names(&["n1"]), NOW, true);
+    assert_eq!(s.scores[0].terms[0].ledger, 0.0);
+}
+
+#[test]
+fn filter_rejects_above_threshold_with_a_readable_reason() {
+    let policy = single_metric("{kind: waterLevel, target: 40}", Some(65.0));
+    let mut snap = Snapshot::default();
+    snap.upsert_node("cool", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(20.0))]);
+    // 60.675 observed + 10.625 incoming = 71.3
+    snap.upsert_node("hot", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(60.675))]);
+    let out = filter(&policy, &snap, &one_cpu_pod("p"), &names(&["cool", "hot"]), NOW);
+    assert_eq!(out.feasible, names(&["cool"]));
+    assert_eq!(out.rejected, vec![("hot".to_string(), "cpu_usage_avg_5m 71.3% > 65%".to_string())]);
+}
+
+#[test]
+fn daemonset_pods_bypass_load_filters() {
+    let policy = single_metric("{kind: waterLevel, target: 40}", Some(65.0));
+    let mut snap = Snapshot::default();
+    snap.upsert_node("hot", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(99.0))]);
+    let pod = Pod { owner_kind: "DaemonSet".into(), ..one_cpu_pod("ds") };
+    let out = filter(&policy, &snap, &pod, &names(&["hot"]), NOW);
+    assert_eq!(out.feasible, names(&["hot"]));
+}
+
+#[test]
+fn stale_samples_score_neutral_and_pass_unless_configured_to_reject() {
+    let mut policy = single_metric("{kind: waterLevel, target: 40}", Some(65.0));
+    let mut snap = Snapshot::default();
+    let old = Sample { value: 99.0, at: NOW.minus(Millis::from_mins(10)) }; // max age 2m30s
+    snap.upsert_node("n1", EIGHT_CPU, [("cpu_usage_avg_5m", old)]);
+    let s = score(&policy, &snap, &Pod::default(), &names(&["n1"]), NOW, true);
+    assert_eq!(s.scores[0].score, 50);
+    assert!(s.scores[0].terms[0].stale);
+    assert_eq!(s.stats.stale_nodes, 1);
+    let f = filter(&policy, &snap, &Pod::default(), &names(&["n1"]), NOW);
+    assert_eq!(f.feasible, names(&["n1"]));
+
+    policy.stale.filter = StaleFilter::Reject;
+    let f = filter(&policy, &snap, &Pod::default(), &names(&["n1"]), NOW);
+    assert_eq!(f.rejected[0].1, "cpu_usage_avg_5m has no fresh sample");
+}
+
+#[test]
+fn unknown_nodes_pass_and_get_the_stale_score() {
+    let policy = single_metric("{kind: waterLevel, target: 40}", Some(65.0));
+    let snap = Snapshot::default();
+    let f = filter(&policy, &snap, &Pod::default(), &names(&["ghost"]), NOW);
+    assert_eq!(f.feasible, names(&["ghost"]));
+    assert_eq!(f.stats.unknown_nodes, 1);
+    let s = score(&policy, &snap, &Pod::default(), &names(&["ghost"]), NOW, true);
+    assert_eq!(s.scores[0].score, 50);
+    assert!(s.scores[0].terms[0].stale);
+    assert_eq!(s.stats.unknown_nodes, 1);
+}
+
+#[test]
+fn absurd_pods_are_capped_at_100_percent_and_counted() {
+    let policy = single_metric("{kind: leastUsed}", None);
+    let mut snap = Snapshot::default();
+    snap.upsert_node("n1", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(10.0))]);
+    let pod = Pod { cpu_request_millis: 1_000_000, ..Pod::default() };
+    let s = score(&policy, &snap, &pod, &names(&["n1"]), NOW, true);
+    assert_eq!(s.scores[0].terms[0].incoming, 100.0);
+    assert_eq!(s.scores[0].score, 0);
+    assert_eq!(s.stats.capped_estimates, 1);
+}
+
+#[test]
+fn anti_colocation_rejects_nodes_holding_the_same_group() {
+    let mut policy = single_metric("{kind: leastUsed}", None);
+    policy.anti_colocation = vec![AntiColocation { label_key: "waterline.io/spread-group".into() }];
+    let mut snap = Snapshot::default();
+    for n in ["n1", "n2"] {
+        snap.upsert_node(n, EIGHT_CPU, [("cpu_usage_avg_5m", fresh(10.0))]);
+    }
+    let mut master = placed("redis-0", "n1", NOW, 100);
+    master.labels.insert("waterline.io/spread-group".into(), "redis-a".into());
+    snap.ledger.apply(master);
+
+    let mut pod = one_cpu_pod("redis-1");
+    pod.labels.insert("waterline.io/spread-group".into(), "redis-a".into());
+    let out = filter(&policy, &snap, &pod, &names(&["n1", "n2"]), NOW);
+    assert_eq!(out.feasible, names(&["n2"]));
+    assert_eq!(out.rejected[0].1, "anti-colocation waterline.io/spread-group=redis-a with default/redis-0");
+
+    // another group, or another namespace, is free to share the node
+    pod.labels.insert("waterline.io/spread-group".into(), "redis-b".into());
+    assert_eq!(filter(&policy, &snap, &pod, &names(&["n1"]), NOW).feasible.len(), 1);
+    pod.labels.insert("waterline.io/spread-group".into(), "redis-a".into());
+    pod.namespace = "other".into();
+    assert_eq!(filter(&policy, &snap, &pod, &names(&["n1"]), NOW).feasible.len(), 1);
+}
+
+/// The scheduler loop of the ledger issue, in memory: 20 one-CPU pods onto four 8-CPU nodes
+/// at 10 %, each to the best-scored feasible node (ties by name), then Reserved.
+fn burst(policy: &Policy) -> Vec<Vec<usize>> {
+    let nodes = names(&["a", "b", "c", "d"]);
+    let mut snap = Snapshot::default();
+    for n in &nodes {
+        snap.upsert_node(n, EIGHT_CPU, policy.metrics.iter().map(|m| (m.name.as_str(), fresh(10.0))));
+    }
+    let mut counts = vec![0usize; nodes.len()];
+    let mut history = Vec::new();
+    for i in 0..20 {
+        let pod = one_cpu_pod(&format!("p{i}"));
+        let feasible = filter(policy, &snap, &pod, &nodes, NOW).feasible;
+        let scored = score(policy, &snap, &pod, &feasible, NOW, false).scores;
+        let best = scored.iter().max_by(|x, y| x.score.cmp(&y.score).then(y.node.cmp(&x.node))).unwrap();
+        let index = nodes.iter().position(|n| *n == best.node).unwrap();
+        let usage = estimate(&policy.estimator, &pod);
+        snap.ledger.apply(LedgerEntry { usage, ..placed(&pod.uid, &best.node, NOW, 0) });
+        counts[index] += 1;
+        history.push(counts.clone());
+    }
+    history
+}
+
+#[test]
+fn burst_spreads_evenly_with_the_ledger() {
+    for curve in ["curve: {kind: waterLevel, target: 40}", "curve: {kind: leastUsed}"] {
+        let policy = parse_policy(curve).unwrap();
+        let history = burst(&policy);
+        let last = history.last().unwrap();
+        assert_eq!(last.iter().sum::<usize>(), 20, "{curve}: every pod placed");
+        assert!(last.iter().max().unwrap() - last.iter().min().unwrap() <= 1, "{curve}: {last:?}");
+        if curve.contains("waterLevel") {
+            for counts in &history {
+                let max = *counts.iter().max().unwrap();
+                let min = *counts.iter().min().unwrap();
+                assert!(!(max >= 3 && min < 2), "third pod before every node had two: {counts:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn burst_piles_up_without_the_ledger() {
+    let policy = parse_policy("ledger: {enabled: false}").unwrap();
+    assert_eq!(burst(&policy).last().unwrap(), &vec![20, 0, 0, 0]);
+}

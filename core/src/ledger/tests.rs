@@ -1,0 +1,141 @@
+use super::*;
+
+const T0: UnixMillis = UnixMillis(1_800_000_000_000);
+const WINDOW: Millis = Millis::from_mins(7);
+
+fn entry(uid: &str, node: &str, placed_at: UnixMillis, source: LedgerSource) -> LedgerEntry {
+    LedgerEntry {
+        uid: uid.into(),
+        namespace: "default".into(),
+        name: format!("pod-{uid}"),
+        node: node.into(),
+        placed_at,
+        usage: Usage { cpu_millis: 850, memory_bytes: 1 << 20 },
+        source,
+        labels: BTreeMap::new(),
+    }
+}
+
+#[test]
+fn apply_then_delete() {
+    let mut ledger = Ledger::default();
+    assert!(ledger.apply(entry("a", "n1", T0, LedgerSource::Watch)).is_some());
+    assert!(ledger.apply(entry("b", "n1", T0, LedgerSource::Watch)).is_some());
+    assert_eq!(ledger.len(), 2);
+    assert_eq!(ledger.on_node("n1").len(), 2);
+    assert_eq!(ledger.delete("a").map(|e| e.uid), Some("a".into()));
+    assert_eq!(ledger.delete("a"), None);
+    assert_eq!(ledger.len(), 1);
+}
+
+#[test]
+fn reserve_is_idempotent_and_keeps_the_first_time() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("a", "n1", T0, LedgerSource::Reserve));
+    let later = T0.plus(Millis::from_secs(30));
+    assert!(ledger.apply(entry("a", "n1", later, LedgerSource::Reserve)).is_none());
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger.get("a").unwrap().placed_at, T0);
+}
+
+#[test]
+fn watch_confirms_a_reserve_without_restarting_its_clock() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("a", "n1", T0, LedgerSource::Reserve));
+    let bound = T0.plus(Millis(200));
+    let stored = ledger.apply(entry("a", "n1", bound, LedgerSource::Watch)).unwrap();
+    assert_eq!(stored.source, LedgerSource::Watch);
+    assert_eq!(stored.placed_at, T0);
+}
+
+#[test]
+fn node_change_moves_the_entry() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("a", "n1", T0, LedgerSource::Watch));
+    ledger.apply(entry("a", "n2", T0, LedgerSource::Watch));
+    assert!(ledger.on_node("n1").is_empty());
+    assert_eq!(ledger.on_node("n2").len(), 1);
+    assert_eq!(ledger.len(), 1);
+}
+
+#[test]
+fn relist_drops_pods_deleted_while_disconnected() {
+    let mut ledger = Ledger::default();
+    for uid in ["a", "b", "c"] {
+        ledger.apply(entry(uid, "n1", T0, LedgerSource::Watch));
+    }
+    let removed = ledger.reset(
+        [entry("a", "n1", T0, LedgerSource::Watch), entry("c", "n1", T0, LedgerSource::Watch)],
+        T0.plus(Millis::from_secs(60)),
+        WINDOW,
+    );
+    assert_eq!(removed, vec!["b".to_string()]);
+    assert_eq!(ledger.len(), 2);
+}
+
+#[test]
+fn relist_keeps_young_reserves_and_drops_old_ones() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("old", "n1", T0, LedgerSource::Reserve));
+    let now = T0.plus(Millis::from_mins(10));
+    ledger.apply(entry("young", "n1", now.minus(Millis::from_secs(5)), LedgerSource::Reserve));
+    let removed = ledger.reset(Vec::new(), now, WINDOW);
+    assert_eq!(removed, vec!["old".to_string()]);
+    assert!(ledger.get("young").is_some());
+}
+
+#[test]
+fn restart_relist_does_not_double_count() {
+    // Before the restart the ledger holds a pod; after it the same pod is listed again with
+    // the same PodScheduled time. It must count once, with the original time.
+    let mut before = Ledger::default();
+    before.apply(entry("a", "n1", T0, LedgerSource::Watch));
+    let now = T0.plus(Millis::from_mins(3));
+    let load_before = before.unabsorbed("n1", now, WINDOW);
+
+    let mut after = Ledger::default();
+    after.reset([entry("a", "n1", T0, LedgerSource::Watch)], now, WINDOW);
+    after.reset([entry("a", "n1", T0, LedgerSource::Watch)], now, WINDOW);
+    assert_eq!(after.unabsorbed("n1", now, WINDOW), load_before);
+    assert_eq!(after.get("a").unwrap().placed_at, T0);
+}
+
+#[test]
+fn load_expires_after_the_absorb_window() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("a", "n1", T0, LedgerSource::Watch));
+    ledger.apply(entry("b", "n1", T0.plus(Millis::from_mins(5)), LedgerSource::Watch));
+    let at = |mins| T0.plus(Millis::from_mins(mins));
+    assert_eq!(ledger.unabsorbed("n1", at(1), WINDOW).cpu_millis, 1700);
+    assert_eq!(ledger.unabsorbed("n1", at(7), WINDOW).cpu_millis, 850);
+    assert_eq!(ledger.unabsorbed("n1", at(12), WINDOW).cpu_millis, 0);
+    // the entries themselves stay (anti-colocation still sees them)
+    assert_eq!(ledger.on_node("n1").len(), 2);
+    assert_eq!(ledger.get("a").unwrap().absorb_remaining(at(2), WINDOW), Millis::from_mins(5));
+    assert_eq!(ledger.get("a").unwrap().absorb_remaining(at(9), WINDOW), Millis(0));
+}
+
+#[test]
+fn unconfirmed_reserves_are_pruned_after_their_ttl() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("r", "n1", T0, LedgerSource::Reserve));
+    ledger.apply(entry("w", "n1", T0, LedgerSource::Watch));
+    assert!(ledger.prune_unconfirmed(T0.plus(Millis::from_mins(14)), Millis::from_mins(15)).is_empty());
+    assert_eq!(
+        ledger.prune_unconfirmed(T0.plus(Millis::from_mins(15)), Millis::from_mins(15)),
+        vec!["r".to_string()]
+    );
+    assert!(ledger.get("w").is_some());
+}
+
+#[test]
+fn placements_within_counts_by_window() {
+    let mut ledger = Ledger::default();
+    let now = T0.plus(Millis::from_mins(10));
+    for (i, mins_ago) in [1, 2, 3, 4, 0, 0, 0].iter().enumerate() {
+        let at = now.minus(Millis::from_mins(*mins_ago)).minus(Millis::from_secs(1));
+        ledger.apply(entry(&i.to_string(), "n1", at, LedgerSource::Reserve));
+    }
+    assert_eq!(ledger.placements_within("n1", now, Millis::from_mins(5)), 7);
+    assert_eq!(ledger.placements_within("n1", now, Millis::from_mins(1)), 3);
+}

@@ -1,0 +1,24 @@
+//! Waterline's domain: the policy (what to measure and how to score it), the formulas of
+//! design.md §4, the placement ledger of §5 and the snapshot the scorer answers from.
+//!
+//! Nothing here knows about tonic, kube, axum or the generated API types, and nothing here
+//! reads a clock: every function that depends on time takes `now` as an argument, so tests
+//! need no runtime and no sleeping.
+#![forbid(unsafe_code)]
+
+pub mod curve;
+pub mod engine;
+pub mod estimate;
+pub mod ledger;
+pub mod pod;
+pub mod policy;
+pub mod quantity;
+pub mod snapshot;
+pub mod time;
+
+pub use engine::{FilterOutcome, NodeScore, ScoreTerm};
+pub use ledger::{Ledger, LedgerEntry, LedgerSource};
+pub use pod::Pod;
+pub use policy::Policy;
+pub use snapshot::{Capacity, NodeState, Sample, Snapshot};
+pub use time::{Millis, UnixMillis};

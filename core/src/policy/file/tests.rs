@@ -1,0 +1,116 @@
+use super::*;
+
+#[test]
+fn empty_file_gives_the_documented_defaults() {
+    let policy = parse_policy("").unwrap();
+    assert_eq!(policy, Policy::default());
+    assert_eq!(policy.metrics.len(), 6);
+    let weights: Vec<f64> = policy.metrics.iter().map(|m| m.weight).collect();
+    assert_eq!(weights, vec![0.2, 0.3, 0.5, 0.2, 0.3, 0.5]);
+    let thresholds: Vec<Option<f64>> = policy.metrics.iter().map(|m| m.filter_above).collect();
+    assert_eq!(thresholds, vec![Some(65.0), Some(75.0), None, Some(65.0), Some(75.0), None]);
+    // auto max age: 3 × 30 s + 1 min
+    assert_eq!(policy.metrics[0].max_age, Millis::from_secs(150));
+}
+
+#[test]
+fn full_example_from_the_issue_parses() {
+    let text = r#"
+metrics:
+  - name: cpu_usage_avg_5m
+    resource: cpu
+    query: 'waterline:node_cpu_usage:avg5m'
+    period: 30s
+    weight: 0.2
+    filterAbove: 65
+curve: {kind: waterLevel, target: 40}
+estimator: {cpuFactor: 0.85, memoryFactor: 0.70, bestEffortCpu: 250m, bestEffortMemory: 200Mi}
+stale: {maxAge: auto, filter: pass, score: 50}
+"#;
+    let policy = parse_policy(text).unwrap();
+    assert_eq!(policy.metrics.len(), 1);
+    assert_eq!(policy.metrics[0].filter_above, Some(65.0));
+    assert_eq!(policy.metrics[0].period, Millis::from_secs(30));
+    assert_eq!(policy.curve, Curve::WaterLevel { target: 40.0 });
+    assert_eq!(policy.estimator.best_effort_memory_bytes, 200 * 1024 * 1024);
+}
+
+#[test]
+fn bad_value_names_field_and_line() {
+    let text = "metrics:\n  - name: a\n    resource: cpu\n    query: q\n    period: 30s\n    weight: -1\n";
+    let err = parse_policy(text).unwrap_err().0;
+    assert!(err.contains("metrics[0].weight"), "{err}");
+    assert!(err.contains("line 6"), "{err}");
+}
+
+#[test]
+fn unknown_field_is_rejected_with_its_line() {
+    let err = parse_policy("curve: {kind: waterLevel, target: 40}\nstale:\n  scroe: 3\n")
+        .unwrap_err()
+        .0;
+    assert!(err.contains("scroe"), "{err}");
+    assert!(err.contains("line 3"), "{err}");
+}
+
+#[test]
+fn bad_duration_and_quantity_are_reported() {
+    let err = parse_policy("ledger: {absorbWindow: 7 minutes}").unwrap_err().0;
+    assert!(err.contains("ledger.absorbWindow"), "{err}");
+    let err = parse_policy("estimator:\n  bestEffortCpu: lots\n").unwrap_err().0;
+    assert!(err.contains("estimator.bestEffortCpu") && err.contains("line 2"), "{err}");
+}
+
+#[test]
+fn water_level_target_must_be_inside_0_100() {
+    let err = parse_policy("curve:\n  kind: waterLevel\n  target: 100\n").unwrap_err().0;
+    assert!(err.contains("curve.target") && err.contains("line 3"), "{err}");
+    let err = parse_policy("curve: {kind: waterLevel, target: 140}").unwrap_err().0;
+    assert!(err.contains("percentage"), "{err}");
+}
+
+#[test]
+fn duplicate_metric_names_point_at_the_second_one() {
+    let text = "metrics:\n  - {name: a, resource: cpu, query: q, period: 30s, weight: 1}\n  - {name: a, resource: cpu, query: q, period: 30s, weight: 1}\n";
+    let err = parse_policy(text).unwrap_err().0;
+    assert!(err.contains("metrics[1].name") && err.contains("line 3"), "{err}");
+}
+
+#[test]
+fn all_zero_weights_are_rejected() {
+    let text = "metrics:\n  - {name: a, resource: cpu, query: q, period: 30s, weight: 0}\n";
+    assert!(parse_policy(text).unwrap_err().0.contains("weight"));
+}
+
+#[test]
+fn crane_curve_defaults_its_hot_windows() {
+    let policy = parse_policy("curve: {kind: crane}").unwrap();
+    assert_eq!(policy.curve, Curve::Crane { hot_windows: default_hot_windows() });
+    assert_eq!(policy.ledger_horizon(), Millis::from_mins(7));
+    let err = parse_policy("curve: {kind: crane, hotValue: [{window: 1m, count: 0}]}").unwrap_err().0;
+    assert!(err.contains("count"), "{err}");
+}
+
+#[test]
+fn unknown_curve_kind_is_rejected() {
+    let err = parse_policy("curve: {kind: magic}").unwrap_err().0;
+    assert!(err.contains("magic"), "{err}");
+}
+
+#[test]
+fn fixed_max_age_applies_to_every_metric_unless_overridden() {
+    let policy = parse_policy("stale: {maxAge: 2m}").unwrap();
+    assert!(policy.metrics.iter().all(|m| m.max_age == Millis::from_mins(2)));
+    let text = "stale: {maxAge: 2m}\nmetrics:\n  - {name: a, resource: cpu, query: q, period: 30s, weight: 1, maxAge: 10s}\n";
+    assert_eq!(parse_policy(text).unwrap().metrics[0].max_age, Millis::from_secs(10));
+}
+
+#[test]
+fn stale_reject_and_rescale_and_anti_colocation_parse() {
+    let text = "stale: {filter: reject, score: 0}\nextender: {scoreMapping: rescale}\nantiColocation: [{labelKey: waterline.io/spread-group}]\nledger: {enabled: false}\n";
+    let policy = parse_policy(text).unwrap();
+    assert_eq!(policy.stale.filter, StaleFilter::Reject);
+    assert_eq!(policy.stale.score, 0.0);
+    assert_eq!(policy.extender_score_mapping, ScoreMapping::Rescale);
+    assert_eq!(policy.anti_colocation[0].label_key, "waterline.io/spread-group");
+    assert!(!policy.ledger.enabled);
+}

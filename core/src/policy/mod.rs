@@ -1,0 +1,198 @@
+//! The policy: which metrics to read, how to score them, how to estimate pods, and what to
+//! do with stale data. One policy file is shared by the collector and the scorer.
+
+mod file;
+
+use crate::time::Millis;
+
+pub use file::{PolicyError, parse_policy};
+
+/// Which node resource a metric measures; decides which ledger and incoming-pod estimate
+/// is added to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resource {
+    Cpu,
+    Memory,
+    /// Disk, network, …: no estimate is added to the observed value.
+    Other,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricSpec {
+    pub name: String,
+    pub resource: Resource,
+    /// PromQL evaluated once per period for the whole cluster.
+    pub query: String,
+    pub period: Millis,
+    pub weight: f64,
+    /// Filter rejects a node whose predicted value exceeds this percentage.
+    pub filter_above: Option<f64>,
+    /// Samples older than this are stale.
+    pub max_age: Millis,
+}
+
+/// One window of Crane's "hot value": every `count` bindings within `window` add one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HotWindow {
+    pub window: Millis,
+    pub count: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Curve {
+    /// TargetLoadPacking: keep nodes near `target` percent.
+    WaterLevel { target: f64 },
+    /// `100 − U`.
+    LeastUsed,
+    /// Crane-compatible: weighted least-used of observed values minus 10 × hot value.
+    Crane { hot_windows: Vec<HotWindow> },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimator {
+    pub cpu_factor: f64,
+    pub memory_factor: f64,
+    pub best_effort_cpu_millis: i64,
+    pub best_effort_memory_bytes: i64,
+}
+
+impl Default for Estimator {
+    fn default() -> Self {
+        Estimator {
+            cpu_factor: 0.85,
+            memory_factor: 0.70,
+            best_effort_cpu_millis: 250,
+            best_effort_memory_bytes: 200 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StaleFilter {
+    Pass,
+    Reject,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StalePolicy {
+    pub filter: StaleFilter,
+    /// Curve score used for a metric without a fresh sample (and for unknown nodes).
+    pub score: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LedgerPolicy {
+    pub enabled: bool,
+    /// How long a placement counts toward predicted load: the metric's window plus scrape
+    /// and rule lag.
+    pub absorb_window: Millis,
+    /// How long a Reserve that no pod watch has confirmed is kept.
+    pub reserve_ttl: Millis,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AntiColocation {
+    pub label_key: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScoreMapping {
+    /// `round(score / 10)`.
+    Round,
+    /// Best candidate → 10, worst → 0, linear in between.
+    Rescale,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    pub metrics: Vec<MetricSpec>,
+    pub curve: Curve,
+    pub estimator: Estimator,
+    pub stale: StalePolicy,
+    pub ledger: LedgerPolicy,
+    pub anti_colocation: Vec<AntiColocation>,
+    /// Series labels tried, in order, to find the node a series belongs to.
+    pub node_labels: Vec<String>,
+    pub extender_score_mapping: ScoreMapping,
+}
+
+/// The default max age of a metric's samples: three missed polls plus a minute.
+pub fn auto_max_age(period: Millis) -> Millis {
+    Millis(period.0 * 3 + 60_000)
+}
+
+fn default_metric(
+    name: &str,
+    resource: Resource,
+    query: &str,
+    period: Millis,
+    weight: f64,
+    filter_above: Option<f64>,
+) -> MetricSpec {
+    MetricSpec {
+        name: name.into(),
+        resource,
+        query: query.into(),
+        period,
+        weight,
+        filter_above,
+        max_age: auto_max_age(period),
+    }
+}
+
+/// The six metrics of design.md §4 with Crane's thresholds and weights, reading the
+/// recording rules shipped in `deploy/prometheus/`.
+pub fn default_metrics() -> Vec<MetricSpec> {
+    use Resource::*;
+    let (short, hour, day) = (Millis::from_secs(30), Millis::from_mins(5), Millis::from_mins(30));
+    vec![
+        default_metric("cpu_usage_avg_5m", Cpu, "waterline:node_cpu_usage:avg5m", short, 0.2, Some(65.0)),
+        default_metric("cpu_usage_max_avg_1h", Cpu, "waterline:node_cpu_usage:max_avg1h", hour, 0.3, Some(75.0)),
+        default_metric("cpu_usage_max_avg_1d", Cpu, "waterline:node_cpu_usage:max_avg1d", day, 0.5, None),
+        default_metric("mem_usage_avg_5m", Memory, "waterline:node_memory_usage:avg5m", short, 0.2, Some(65.0)),
+        default_metric("mem_usage_max_avg_1h", Memory, "waterline:node_memory_usage:max_avg1h", hour, 0.3, Some(75.0)),
+        default_metric("mem_usage_max_avg_1d", Memory, "waterline:node_memory_usage:max_avg1d", day, 0.5, None),
+    ]
+}
+
+pub fn default_hot_windows() -> Vec<HotWindow> {
+    vec![
+        HotWindow { window: Millis::from_mins(5), count: 5 },
+        HotWindow { window: Millis::from_mins(1), count: 2 },
+    ]
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            metrics: default_metrics(),
+            curve: Curve::WaterLevel { target: 40.0 },
+            estimator: Estimator::default(),
+            stale: StalePolicy { filter: StaleFilter::Pass, score: 50.0 },
+            ledger: LedgerPolicy {
+                enabled: true,
+                absorb_window: Millis::from_mins(7),
+                reserve_ttl: Millis::from_mins(15),
+            },
+            anti_colocation: Vec::new(),
+            node_labels: vec!["node".into(), "nodename".into(), "instance".into()],
+            extender_score_mapping: ScoreMapping::Round,
+        }
+    }
+}
+
+impl Policy {
+    pub fn metric(&self, name: &str) -> Option<&MetricSpec> {
+        self.metrics.iter().find(|m| m.name == name)
+    }
+
+    /// The longest window the ledger must remember bindings for (absorb window, or the
+    /// largest Crane hot-value window).
+    pub fn ledger_horizon(&self) -> Millis {
+        let hot = match &self.curve {
+            Curve::Crane { hot_windows } => hot_windows.iter().map(|w| w.window).max(),
+            _ => None,
+        };
+        hot.unwrap_or_default().max(self.ledger.absorb_window)
+    }
+}

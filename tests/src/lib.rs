@@ -1,0 +1,7 @@
+//! Harness for waterline's integration tests: starts the real binaries, a real Prometheus
+//! and a fake node-exporter on loopback ports, and stops them when dropped.
+#![forbid(unsafe_code)]
+
+pub mod exporter;
+pub mod procs;
+pub mod prometheus;
