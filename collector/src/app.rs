@@ -1,0 +1,136 @@
+//! Wiring: parse the policy, start the node source, the gRPC server and the admin server,
+//! and run until SIGTERM.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use waterline_api::v1::collector_service_server::CollectorServiceServer;
+use waterline_core::{Policy, UnixMillis};
+use waterline_runtime::admin::Admin;
+use waterline_runtime::policy::{PolicyHandle, ReloadMetrics};
+use waterline_runtime::rpc_metrics::RpcMetrics;
+use waterline_runtime::{grpc, logging, shutdown_signal};
+
+use crate::args::Args;
+use crate::service::Collector;
+use crate::sources::{static_file, synthetic};
+use crate::state::ClusterState;
+
+/// Largest gRPC message accepted (a Reserve is tiny; this only bounds abuse).
+const MAX_MESSAGE_BYTES: usize = 4 << 20;
+
+#[derive(Clone, Default)]
+struct Gauges {
+    nodes: Gauge,
+    ledger_entries: Gauge,
+    subscribers: Gauge,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    logging::init(args.common.log_format);
+    let policy = match &args.policy {
+        Some(path) => waterline_runtime::policy::load(path)?,
+        None => Policy::default(),
+    };
+    let policy = PolicyHandle::new(policy);
+
+    let mut registry = Registry::default();
+    let rpc =
+        RpcMetrics::register(&mut registry, "waterline_collector_grpc", "collector gRPC request");
+    let reload_metrics = ReloadMetrics::register(&mut registry);
+    let gauges = Gauges::default();
+    registry.register("waterline_nodes_known", "Nodes the collector holds", gauges.nodes.clone());
+    registry.register(
+        "waterline_ledger_entries",
+        "Placements in the ledger",
+        gauges.ledger_entries.clone(),
+    );
+    registry.register(
+        "waterline_watch_subscribers",
+        "Scorers streaming WatchNodes",
+        gauges.subscribers.clone(),
+    );
+    let admin = Admin::new(registry);
+
+    let state = ClusterState::default();
+    match (&args.static_file, args.synthetic_nodes) {
+        (Some(path), _) => {
+            static_file::load(path, &state)?;
+            tokio::spawn(static_file::watch(
+                path.clone(),
+                state.clone(),
+                Duration::from_secs(1),
+                Duration::from_secs(10),
+            ));
+        }
+        (None, Some(count)) => {
+            let mut cluster = synthetic::Synthetic::new(count, args.synthetic_seed);
+            state.replace_nodes(cluster.sample(&policy.get(), UnixMillis::now()));
+            tracing::info!(nodes = count, "synthetic cluster generated");
+            tokio::spawn(synthetic::run(
+                cluster,
+                state.clone(),
+                policy.clone(),
+                args.synthetic_interval,
+            ));
+        }
+        (None, None) => {
+            tracing::warn!(
+                "no node source (--static or --synthetic-nodes): serving an empty cluster"
+            );
+        }
+    }
+    // The first round of every source has run (or failed) by now.
+    admin.set_ready(true);
+
+    if let Some(path) = args.policy.clone() {
+        tokio::spawn(waterline_runtime::policy::watch(
+            path,
+            policy.clone(),
+            reload_metrics,
+            Duration::from_secs(2),
+            |_| {},
+        ));
+    }
+    tokio::spawn(maintain(state.clone(), policy.clone(), gauges));
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<CollectorServiceServer<Collector>>().await;
+    let (reflection_v1, reflection_v1alpha) = grpc::reflection()?;
+    let service = CollectorServiceServer::new(Collector { state, policy, rpc })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES);
+
+    tokio::spawn(admin.clone().serve(args.admin_addr, shutdown_signal()));
+    let listener = tokio::net::TcpListener::bind(args.grpc_addr)
+        .await
+        .with_context(|| format!("--grpc-addr {}", args.grpc_addr))?;
+    tracing::info!(addr = %listener.local_addr()?, "collector gRPC listening");
+    grpc::server_builder(&args.common)?
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown_signal(),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Housekeeping every few seconds: unconfirmed Reserves expire, gauges follow the state.
+async fn maintain(state: ClusterState, policy: PolicyHandle, gauges: Gauges) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        ticker.tick().await;
+        let pruned = state.prune_unconfirmed(UnixMillis::now(), policy.get().ledger.reserve_ttl);
+        if pruned > 0 {
+            tracing::info!(pruned, "unconfirmed reservations expired");
+        }
+        gauges.nodes.set(state.node_count() as i64);
+        gauges.ledger_entries.set(state.ledger_len() as i64);
+        gauges.subscribers.set(state.subscribers() as i64);
+    }
+}

@@ -1,0 +1,13 @@
+//! waterline-collector: reads node usage from its sources (a static file, a synthetic
+//! cluster, Prometheus), keeps the ledger of recent placements, and streams both to every
+//! scorer through `waterline.v1.CollectorService/WatchNodes`.
+#![forbid(unsafe_code)]
+
+mod app;
+mod args;
+pub mod service;
+pub mod sources;
+pub mod state;
+
+pub use app::run;
+pub use args::Args;

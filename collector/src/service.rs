@@ -1,0 +1,158 @@
+//! `waterline.v1.CollectorService` over the cluster state.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use waterline_api::v1 as pb;
+use waterline_api::v1::collector_service_server::CollectorService;
+use waterline_core::UnixMillis;
+use waterline_core::estimate::estimate;
+use waterline_runtime::convert::{placement, pod_from_proto, unix_millis};
+use waterline_runtime::policy::PolicyHandle;
+use waterline_runtime::rpc_metrics::RpcMetrics;
+
+use crate::state::ClusterState;
+
+/// Messages queued per subscriber before its sender waits; a subscriber this far behind
+/// stops draining the broadcast channel and is resynced from a full snapshot.
+const STREAM_BUFFER: usize = 16;
+
+pub struct Collector {
+    pub state: ClusterState,
+    pub policy: PolicyHandle,
+    pub rpc: RpcMetrics,
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchNodesResponse, Status>> + Send>>;
+
+/// Folds every delta that is already waiting into `first`, so a subscriber that wakes up
+/// late gets one message instead of a burst.
+fn coalesce(
+    first: Arc<pb::WatchNodesResponse>,
+    rx: &mut broadcast::Receiver<Arc<pb::WatchNodesResponse>>,
+) -> Result<pb::WatchNodesResponse, broadcast::error::TryRecvError> {
+    let mut merged = (*first).clone();
+    loop {
+        match rx.try_recv() {
+            Ok(next) => {
+                merged.nodes.extend(next.nodes.iter().cloned());
+                merged.removed_nodes.extend(next.removed_nodes.iter().cloned());
+                merged.placed.extend(next.placed.iter().cloned());
+                merged.released_pod_uids.extend(next.released_pod_uids.iter().cloned());
+                merged.sent_at = next.sent_at;
+            }
+            Err(broadcast::error::TryRecvError::Empty) => return Ok(merged),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn feed(
+    state: ClusterState,
+    subscriber: String,
+    tx: mpsc::Sender<Result<pb::WatchNodesResponse, Status>>,
+) {
+    'resync: loop {
+        let (full, mut rx) = state.subscribe();
+        tracing::debug!(%subscriber, nodes = full.nodes.len(), "sending full snapshot");
+        if tx.send(Ok(full)).await.is_err() {
+            return;
+        }
+        loop {
+            let next = match rx.recv().await {
+                Ok(first) => coalesce(first, &mut rx),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    Err(broadcast::error::TryRecvError::Lagged(n))
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            match next {
+                Ok(delta) => {
+                    if tx.send(Ok(delta)).await.is_err() {
+                        tracing::info!(%subscriber, "subscriber left");
+                        return;
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                    tracing::warn!(%subscriber, missed, "subscriber lagged; resending a full snapshot");
+                    continue 'resync;
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl CollectorService for Collector {
+    type WatchNodesStream = WatchStream;
+
+    async fn watch_nodes(
+        &self,
+        request: Request<pb::WatchNodesRequest>,
+    ) -> Result<Response<Self::WatchNodesStream>, Status> {
+        let peer = request.remote_addr().map(|a| a.to_string()).unwrap_or_default();
+        let name = request.into_inner().subscriber;
+        let subscriber = if name.is_empty() { peer } else { format!("{name} ({peer})") };
+        tracing::info!(%subscriber, "scorer subscribed");
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        tokio::spawn(feed(self.state.clone(), subscriber, tx));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn list_nodes(
+        &self,
+        request: Request<pb::ListNodesRequest>,
+    ) -> Result<Response<pb::ListNodesResponse>, Status> {
+        let timer = self.rpc.start("ListNodes");
+        let policy = self.policy.get();
+        let names = request.into_inner().node_names;
+        let result = Ok(self.state.list(&names, UnixMillis::now(), policy.ledger.absorb_window));
+        timer.finish_grpc(&result);
+        result.map(Response::new)
+    }
+
+    async fn reserve(
+        &self,
+        request: Request<pb::CollectorServiceReserveRequest>,
+    ) -> Result<Response<pb::CollectorServiceReserveResponse>, Status> {
+        let timer = self.rpc.start("Reserve");
+        let request = request.into_inner();
+        let result = pod_from_proto(request.pod.as_ref())
+            .and_then(|pod| {
+                let usage = estimate(&self.policy.get().estimator, &pod);
+                let placed_at =
+                    request.placed_at.as_ref().map_or_else(UnixMillis::now, unix_millis);
+                placement(&pod, &request.node_name, usage, placed_at)
+            })
+            .map(|entry| {
+                tracing::debug!(pod = %entry.uid, node = %entry.node, "reserve");
+                self.state.place(entry);
+                pb::CollectorServiceReserveResponse {}
+            })
+            .map_err(Status::invalid_argument);
+        timer.finish_grpc(&result);
+        result.map(Response::new)
+    }
+
+    async fn unreserve(
+        &self,
+        request: Request<pb::CollectorServiceUnreserveRequest>,
+    ) -> Result<Response<pb::CollectorServiceUnreserveResponse>, Status> {
+        let timer = self.rpc.start("Unreserve");
+        let request = request.into_inner();
+        let result = match request.pod.as_ref().map(|p| p.uid.as_str()) {
+            None | Some("") => Err(Status::invalid_argument("pod.uid is required")),
+            Some(uid) => {
+                self.state.release(uid);
+                Ok(pb::CollectorServiceUnreserveResponse {})
+            }
+        };
+        timer.finish_grpc(&result);
+        result.map(Response::new)
+    }
+}

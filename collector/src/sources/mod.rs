@@ -1,0 +1,4 @@
+//! Where node usage comes from. Every source writes into [`crate::state::ClusterState`].
+
+pub mod static_file;
+pub mod synthetic;

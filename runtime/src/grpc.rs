@@ -1,0 +1,57 @@
+//! gRPC plumbing every server shares: reflection (v1 and v1alpha: grpcurl builds before
+//! 1.8.7 speak only v1alpha), TLS from flags, and a server builder with sane limits.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+
+use crate::args::CommonArgs;
+
+use tonic_reflection::server::{v1, v1alpha};
+
+/// Reflection services describing waterline.v1 and grpc.health.v1.
+#[allow(clippy::type_complexity)]
+pub fn reflection() -> anyhow::Result<(
+    v1::ServerReflectionServer<impl v1::ServerReflection>,
+    v1alpha::ServerReflectionServer<impl v1alpha::ServerReflection>,
+)> {
+    let v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(waterline_api::v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(waterline_api::v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    Ok((v1, v1alpha))
+}
+
+/// Server TLS from `--tls-cert`/`--tls-key` (and `--tls-client-ca` for mTLS), if set.
+pub fn server_tls(args: &CommonArgs) -> anyhow::Result<Option<ServerTlsConfig>> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let cert_pem = std::fs::read(cert).with_context(|| format!("--tls-cert {}", cert.display()))?;
+    let key_pem = std::fs::read(key).with_context(|| format!("--tls-key {}", key.display()))?;
+    let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(cert_pem, key_pem));
+    if let Some(ca) = &args.tls_client_ca {
+        let ca_pem =
+            std::fs::read(ca).with_context(|| format!("--tls-client-ca {}", ca.display()))?;
+        tls = tls.client_ca_root(Certificate::from_pem(ca_pem));
+    }
+    Ok(Some(tls))
+}
+
+/// A server builder with the limits every waterline gRPC listener uses.
+pub fn server_builder(args: &CommonArgs) -> anyhow::Result<Server> {
+    let mut builder = Server::builder()
+        // Dead peers are noticed without waiting for the OS.
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .tcp_nodelay(true);
+    if let Some(tls) = server_tls(args)? {
+        builder = builder.tls_config(tls).context("TLS configuration")?;
+    }
+    Ok(builder)
+}

@@ -1,0 +1,35 @@
+//! What every waterline process shares: common flags, logging, the admin server
+//! (`/metrics`, `/live`, `/ready`), gRPC reflection/health/TLS wiring, policy loading and
+//! reload, and the conversions between the generated API types and the domain.
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod args;
+pub mod convert;
+pub mod grpc;
+pub mod logging;
+pub mod policy;
+pub mod rpc_metrics;
+
+/// Resolves when the process is asked to stop (SIGINT or SIGTERM).
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown requested");
+}

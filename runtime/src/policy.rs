@@ -1,0 +1,110 @@
+//! Loading the policy file, and reloading it when it changes. A bad edit is logged and
+//! counted; the running policy stays in force.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use waterline_core::Policy;
+use waterline_core::policy::parse_policy;
+
+/// Reads and validates a policy file; the error names the file, field and line.
+pub fn load(path: &Path) -> anyhow::Result<Policy> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read policy {}: {e}", path.display()))?;
+    parse_policy(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// The policy in force, swapped atomically on reload.
+#[derive(Clone)]
+pub struct PolicyHandle {
+    current: Arc<RwLock<Arc<Policy>>>,
+}
+
+impl PolicyHandle {
+    pub fn new(policy: Policy) -> Self {
+        PolicyHandle { current: Arc::new(RwLock::new(Arc::new(policy))) }
+    }
+
+    pub fn get(&self) -> Arc<Policy> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, policy: Policy) {
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+    }
+}
+
+/// Counters for policy reloads.
+#[derive(Clone, Default)]
+pub struct ReloadMetrics {
+    reloads: Counter,
+    errors: Counter,
+    valid: Gauge,
+}
+
+impl ReloadMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = ReloadMetrics::default();
+        m.valid.set(1);
+        registry.register("waterline_policy_reloads", "Policy reloads applied", m.reloads.clone());
+        registry.register(
+            "waterline_policy_reload_errors",
+            "Policy edits rejected (the previous policy stays in force)",
+            m.errors.clone(),
+        );
+        registry.register(
+            "waterline_policy_file_valid",
+            "1 when the policy file on disk is the one in force, 0 after a rejected edit",
+            m.valid.clone(),
+        );
+        m
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Polls `path` every `every` and swaps in the new policy when the file changes and parses.
+/// Polling (not inotify) also sees ConfigMap updates, which replace a symlink.
+pub async fn watch(
+    path: PathBuf,
+    handle: PolicyHandle,
+    metrics: ReloadMetrics,
+    every: Duration,
+    on_change: impl Fn(Arc<Policy>) + Send + 'static,
+) {
+    let mut last_seen = (modified(&path), std::fs::read_to_string(&path).ok());
+    let mut ticker = tokio::time::interval(every);
+    loop {
+        ticker.tick().await;
+        let stamp = modified(&path);
+        if stamp == last_seen.0 {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).ok();
+        if text == last_seen.1 {
+            last_seen.0 = stamp;
+            continue;
+        }
+        last_seen = (stamp, text);
+        match load(&path) {
+            Ok(policy) => {
+                handle.set(policy);
+                metrics.reloads.inc();
+                metrics.valid.set(1);
+                tracing::info!(path = %path.display(), "policy reloaded");
+                on_change(handle.get());
+            }
+            Err(error) => {
+                metrics.errors.inc();
+                metrics.valid.set(0);
+                tracing::error!(%error, "policy edit rejected; the previous policy stays in force");
+            }
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Wiring: policy, collector channel, sync and forward tasks, gRPC and admin servers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+use waterline_api::v1::scorer_service_server::ScorerServiceServer;
+use waterline_core::{Policy, UnixMillis};
+use waterline_runtime::admin::Admin;
+use waterline_runtime::policy::{PolicyHandle, ReloadMetrics};
+use waterline_runtime::rpc_metrics::RpcMetrics;
+use waterline_runtime::{grpc, logging, shutdown_signal};
+
+use crate::args::Args;
+use crate::forward::{ForwardMetrics, Forwarder};
+use crate::service::{RequestCounters, Scorer};
+use crate::store::Store;
+use crate::sync::{self, SyncMetrics};
+
+#[derive(Clone, Default)]
+struct SnapshotGauges {
+    age_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    nodes: Gauge,
+    stale_nodes: Gauge,
+    ledger_entries: Gauge,
+}
+
+fn register(
+    registry: &mut Registry,
+) -> (SnapshotGauges, SyncMetrics, ForwardMetrics, RequestCounters) {
+    let g = SnapshotGauges::default();
+    registry.register(
+        "waterline_snapshot_age_seconds",
+        "Time since the last update from the collector",
+        g.age_seconds.clone(),
+    );
+    registry.register("waterline_nodes_known", "Nodes in the scorer's snapshot", g.nodes.clone());
+    registry.register(
+        "waterline_stale_nodes",
+        "Nodes with at least one metric older than its max age",
+        g.stale_nodes.clone(),
+    );
+    registry.register(
+        "waterline_ledger_entries",
+        "Placements in the scorer's ledger",
+        g.ledger_entries.clone(),
+    );
+    let s = SyncMetrics::default();
+    registry.register(
+        "waterline_collector_connected",
+        "1 while streaming from the collector",
+        s.connected.clone(),
+    );
+    registry.register(
+        "waterline_collector_reconnects",
+        "Times the collector stream was (re)opened after a failure",
+        s.reconnects.clone(),
+    );
+    registry.register(
+        "waterline_collector_messages",
+        "WatchNodes messages applied",
+        s.messages.clone(),
+    );
+    let f = ForwardMetrics::default();
+    registry.register(
+        "waterline_forward_queued",
+        "Reserves/Unreserves waiting for the collector",
+        f.queued.clone(),
+    );
+    registry.register(
+        "waterline_forward_dropped",
+        "Reserves/Unreserves dropped because the queue was full",
+        f.dropped.clone(),
+    );
+    registry.register(
+        "waterline_forward_retries",
+        "Failed attempts to forward to the collector",
+        f.retries.clone(),
+    );
+    let c = RequestCounters::default();
+    registry.register(
+        "waterline_unknown_nodes",
+        "Candidate nodes the snapshot did not know",
+        c.unknown_nodes.clone(),
+    );
+    registry.register(
+        "waterline_capped_estimates",
+        "Pod estimates above a node's capacity, capped at 100 %",
+        c.capped_estimates.clone(),
+    );
+    (g, s, f, c)
+}
+
+fn collector_endpoint(args: &Args) -> anyhow::Result<Endpoint> {
+    let mut endpoint = Endpoint::from_shared(args.collector_url.clone())
+        .with_context(|| format!("--collector-url {}", args.collector_url))?
+        .connect_timeout(Duration::from_secs(3))
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true);
+    if args.collector_url.starts_with("https://") {
+        let mut tls = ClientTlsConfig::new();
+        if let Some(ca) = &args.collector_ca {
+            let pem =
+                std::fs::read(ca).with_context(|| format!("--collector-ca {}", ca.display()))?;
+            tls = tls.ca_certificate(Certificate::from_pem(pem));
+        }
+        endpoint = endpoint.tls_config(tls)?;
+    }
+    Ok(endpoint)
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    logging::init(args.common.log_format);
+    let policy = match &args.policy {
+        Some(path) => waterline_runtime::policy::load(path)?,
+        None => Policy::default(),
+    };
+    let policy = PolicyHandle::new(policy);
+
+    let mut registry = Registry::default();
+    let rpc = RpcMetrics::register(&mut registry, "waterline_scorer_grpc", "scorer gRPC request");
+    let reload_metrics = ReloadMetrics::register(&mut registry);
+    let (gauges, sync_metrics, forward_metrics, counters) = register(&mut registry);
+    let admin = Admin::new(registry);
+
+    let store = Arc::new(Store::default());
+    let channel = collector_endpoint(&args)?.connect_lazy();
+    let subscriber = format!("scorer {}", args.grpc_addr);
+    tokio::spawn(sync::run(channel.clone(), store.clone(), subscriber, sync_metrics));
+    let forwarder = Forwarder::spawn(channel, store.clone(), forward_metrics);
+
+    if let Some(path) = args.policy.clone() {
+        tokio::spawn(waterline_runtime::policy::watch(
+            path,
+            policy.clone(),
+            reload_metrics,
+            Duration::from_secs(2),
+            |_| {},
+        ));
+    }
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_not_serving::<ScorerServiceServer<Scorer>>().await;
+    tokio::spawn(observe(store.clone(), policy.clone(), gauges, admin.clone(), health));
+
+    let (reflection_v1, reflection_v1alpha) = grpc::reflection()?;
+    let service = ScorerServiceServer::new(Scorer {
+        store,
+        policy,
+        forwarder,
+        max_nodes: args.max_nodes,
+        rpc,
+        counters,
+    })
+    .max_decoding_message_size(args.max_request_bytes);
+
+    tokio::spawn(admin.serve(args.admin_addr, shutdown_signal()));
+    let listener = tokio::net::TcpListener::bind(args.grpc_addr)
+        .await
+        .with_context(|| format!("--grpc-addr {}", args.grpc_addr))?;
+    tracing::info!(addr = %listener.local_addr()?, collector = %args.collector_url, "scorer gRPC listening");
+    grpc::server_builder(&args.common)?
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown_signal(),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Once a second: snapshot gauges, and readiness/health once the first snapshot is in.
+/// Health stays SERVING after that even if the collector goes away: the last snapshot is
+/// still the best answer there is, and its age is exported.
+async fn observe(
+    store: Arc<Store>,
+    policy: PolicyHandle,
+    gauges: SnapshotGauges,
+    admin: Admin,
+    health: tonic_health::server::HealthReporter,
+) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(250));
+    for tick in 0u64.. {
+        ticker.tick().await;
+        if store.is_synced() && !admin.is_ready() {
+            admin.set_ready(true);
+            health.set_serving::<ScorerServiceServer<Scorer>>().await;
+            tracing::info!(nodes = store.read().node_count(), "first snapshot received; serving");
+        }
+        let now = UnixMillis::now();
+        gauges.age_seconds.set(store.age(now).as_secs_f64());
+        // The full pass below reads every node: once every 2 s is plenty.
+        if tick % 8 != 0 {
+            continue;
+        }
+        let policy = policy.get();
+        let (nodes, stale, ledger) = {
+            let snapshot = store.read();
+            let stale = snapshot
+                .nodes()
+                .filter(|node| {
+                    policy.metrics.iter().any(|m| {
+                        snapshot
+                            .metric_id(&m.name)
+                            .and_then(|id| node.sample(id))
+                            .is_none_or(|s| now.since(s.at) > m.max_age)
+                    })
+                })
+                .count();
+            (snapshot.node_count(), stale, snapshot.ledger.len())
+        };
+        gauges.nodes.set(nodes as i64);
+        gauges.stale_nodes.set(stale as i64);
+        gauges.ledger_entries.set(ledger as i64);
+    }
+}

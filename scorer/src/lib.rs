@@ -1,0 +1,14 @@
+//! waterline-scorer: keeps the collector's latest snapshot in memory and answers
+//! `waterline.v1.ScorerService` Filter and Score from it without any I/O. Reserve and
+//! Unreserve are applied locally at once and forwarded to the collector.
+#![forbid(unsafe_code)]
+
+mod app;
+mod args;
+pub mod forward;
+pub mod service;
+pub mod store;
+pub mod sync;
+
+pub use app::run;
+pub use args::Args;

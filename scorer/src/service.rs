@@ -1,0 +1,178 @@
+//! `waterline.v1.ScorerService`: Filter and Score read the in-memory snapshot (no I/O);
+//! Reserve and Unreserve change it at once and queue the change for the collector.
+
+use std::sync::Arc;
+
+use prometheus_client::metrics::counter::Counter;
+use tonic::{Request, Response, Status};
+use waterline_api::v1 as pb;
+use waterline_api::v1::scorer_service_server::ScorerService;
+use waterline_core::engine::{self, Stats};
+use waterline_core::estimate::estimate;
+use waterline_core::{Pod, UnixMillis};
+use waterline_runtime::convert::{check_node_names, duration, placement, pod_from_proto};
+use waterline_runtime::policy::PolicyHandle;
+use waterline_runtime::rpc_metrics::RpcMetrics;
+
+use crate::forward::Forwarder;
+use crate::store::{PendingOp, Store};
+
+#[derive(Clone, Default)]
+pub struct RequestCounters {
+    pub unknown_nodes: Counter,
+    pub capped_estimates: Counter,
+}
+
+pub struct Scorer {
+    pub store: Arc<Store>,
+    pub policy: PolicyHandle,
+    pub forwarder: Forwarder,
+    pub max_nodes: usize,
+    pub rpc: RpcMetrics,
+    pub counters: RequestCounters,
+}
+
+impl Scorer {
+    fn require_synced(&self) -> Result<(), Status> {
+        if self.store.is_synced() {
+            Ok(())
+        } else {
+            Err(Status::unavailable("waiting for the first snapshot from the collector"))
+        }
+    }
+
+    fn candidates(&self, pod: Option<&pb::PodInfo>, nodes: &[String]) -> Result<Pod, Status> {
+        let pod = pod_from_proto(pod).map_err(Status::invalid_argument)?;
+        check_node_names(nodes, self.max_nodes).map_err(Status::invalid_argument)?;
+        Ok(pod)
+    }
+
+    fn count(&self, stats: Stats) {
+        self.counters.unknown_nodes.inc_by(stats.unknown_nodes as u64);
+        self.counters.capped_estimates.inc_by(stats.capped_estimates as u64);
+    }
+
+    fn filter_now(&self, request: pb::FilterRequest) -> Result<pb::FilterResponse, Status> {
+        self.require_synced()?;
+        let pod = self.candidates(request.pod.as_ref(), &request.node_names)?;
+        let policy = self.policy.get();
+        let now = UnixMillis::now();
+        let outcome = engine::filter(&policy, &self.store.read(), &pod, &request.node_names, now);
+        self.count(outcome.stats);
+        Ok(pb::FilterResponse {
+            feasible_nodes: outcome.feasible,
+            rejected: outcome.rejected.into_iter().collect(),
+            snapshot_age: Some(duration(self.store.age(now))),
+        })
+    }
+
+    fn score_now(&self, request: pb::ScoreRequest) -> Result<pb::ScoreResponse, Status> {
+        self.require_synced()?;
+        let pod = self.candidates(request.pod.as_ref(), &request.node_names)?;
+        let policy = self.policy.get();
+        let now = UnixMillis::now();
+        let outcome = engine::score(
+            &policy,
+            &self.store.read(),
+            &pod,
+            &request.node_names,
+            now,
+            request.explain,
+        );
+        self.count(outcome.stats);
+        Ok(pb::ScoreResponse {
+            scores: outcome
+                .scores
+                .into_iter()
+                .map(|s| pb::NodeScore {
+                    node_name: s.node,
+                    score: s.score,
+                    terms: s
+                        .terms
+                        .into_iter()
+                        .map(|t| pb::ScoreTerm {
+                            metric: t.metric,
+                            observed_percent: t.observed,
+                            ledger_percent: t.ledger,
+                            incoming_percent: t.incoming,
+                            predicted_percent: t.predicted,
+                            curve_score: t.curve_score,
+                            weight: t.weight,
+                            stale: t.stale,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            snapshot_age: Some(duration(self.store.age(now))),
+        })
+    }
+
+    fn reserve_now(&self, request: pb::ReserveRequest) -> Result<pb::ReserveResponse, Status> {
+        let pod_info = request.pod.unwrap_or_default();
+        let pod = pod_from_proto(Some(&pod_info)).map_err(Status::invalid_argument)?;
+        let usage = estimate(&self.policy.get().estimator, &pod);
+        let entry = placement(&pod, &request.node_name, usage, UnixMillis::now())
+            .map_err(Status::invalid_argument)?;
+        let op = PendingOp::Reserve(entry);
+        self.store.apply_local(op.clone());
+        self.forwarder.send(op, pod_info);
+        Ok(pb::ReserveResponse {})
+    }
+
+    fn unreserve_now(
+        &self,
+        request: pb::UnreserveRequest,
+    ) -> Result<pb::UnreserveResponse, Status> {
+        let pod_info = request.pod.unwrap_or_default();
+        if pod_info.uid.is_empty() {
+            return Err(Status::invalid_argument("pod.uid is required"));
+        }
+        let op = PendingOp::Unreserve { uid: pod_info.uid.clone() };
+        self.store.apply_local(op.clone());
+        self.forwarder.send(op, pod_info);
+        Ok(pb::UnreserveResponse {})
+    }
+}
+
+#[tonic::async_trait]
+impl ScorerService for Scorer {
+    async fn filter(
+        &self,
+        request: Request<pb::FilterRequest>,
+    ) -> Result<Response<pb::FilterResponse>, Status> {
+        let timer = self.rpc.start("Filter");
+        let result = self.filter_now(request.into_inner());
+        timer.finish_grpc(&result);
+        result.map(Response::new)
+    }
+
+    async fn score(
+        &self,
+        request: Request<pb::ScoreRequest>,
+    ) -> Result<Response<pb::ScoreResponse>, Status> {
+        let timer = self.rpc.start("Score");
+        let result = self.score_now(request.into_inner());
+        timer.finish_grpc(&result);
+        result.map(Response::new)
+    }
+
+    async fn reserve(
+        &self,
+        request: Request<pb::ReserveRequest>,
+    ) -> Result<Response<pb::ReserveResponse>, Status> {
+        let timer = self.rpc.start("Reserve");
+        let result = self.reserve_now(request.into_inner());
+        timer.finish_grpc(&result);
+        result.map(Response::new)
+    }
+
+    async fn unreserve(
+        &self,
+        request: Request<pb::UnreserveRequest>,
+    ) -> Result<Response<pb::UnreserveResponse>, Status> {
+        let timer = self.rpc.start("Unreserve");
+        let result = self.unreserve_now(request.into_inner());
+        timer.finish_grpc(&result);
+        result.map(Response::new)
+    }
+}

@@ -1,0 +1,226 @@
+//! The scorer's snapshot: nodes and ledger as last streamed by the collector, plus the
+//! Reserves and Unreserves this replica took that the collector has not confirmed yet
+//! (re-applied after every update, so a full resync cannot lose them).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
+
+use waterline_api::v1 as pb;
+use waterline_core::{LedgerEntry, Millis, Snapshot, UnixMillis};
+use waterline_runtime::convert::{apply_node, entry_from_proto};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum PendingOp {
+    Reserve(LedgerEntry),
+    Unreserve { uid: String },
+}
+
+#[derive(Default)]
+pub struct Store {
+    snapshot: RwLock<Snapshot>,
+    pending: Mutex<HashMap<String, PendingOp>>,
+    synced: AtomicBool,
+    /// Whether the collector stream is open: while it is, the snapshot is current.
+    connected: AtomicBool,
+    /// Unix millis of the last moment the snapshot was known to be current.
+    last_contact: AtomicI64,
+}
+
+impl Store {
+    /// Read access for Filter and Score; never held across an `.await`.
+    pub fn read(&self) -> RwLockReadGuard<'_, Snapshot> {
+        self.snapshot.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// How out of date the snapshot may be: zero while the collector stream is open (it
+    /// pushes every change), else the time since the stream was last known to be healthy.
+    pub fn age(&self, now: UnixMillis) -> Millis {
+        if self.connected.load(Ordering::Acquire) {
+            return Millis(0);
+        }
+        match self.last_contact.load(Ordering::Relaxed) {
+            0 => Millis(0),
+            at => now.since(UnixMillis(at)).max(Millis(0)),
+        }
+    }
+
+    /// The stream opened (`true`) or broke (`false`) at `now`.
+    pub fn set_connected(&self, connected: bool, now: UnixMillis) {
+        if !connected && self.connected.load(Ordering::Acquire) {
+            self.last_contact.store(now.0, Ordering::Relaxed);
+        }
+        self.connected.store(connected, Ordering::Release);
+    }
+
+    /// Applies one WatchNodes message.
+    pub fn apply(&self, message: &pb::WatchNodesResponse, now: UnixMillis) {
+        {
+            let mut snapshot = self.snapshot.write().unwrap_or_else(|p| p.into_inner());
+            if message.reset {
+                snapshot.clear_nodes();
+                snapshot
+                    .ledger
+                    .replace(message.placed.iter().filter_map(|e| entry_from_proto(e).ok()));
+            } else {
+                for entry in &message.placed {
+                    if let Ok(entry) = entry_from_proto(entry) {
+                        snapshot.ledger.apply(entry);
+                    }
+                }
+            }
+            for name in &message.removed_nodes {
+                snapshot.remove_node(name);
+            }
+            for node in &message.nodes {
+                apply_node(&mut snapshot, node);
+            }
+            for uid in &message.released_pod_uids {
+                snapshot.ledger.delete(uid);
+            }
+            let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            for op in pending.values() {
+                apply_op(&mut snapshot, op);
+            }
+        }
+        self.last_contact.store(now.0, Ordering::Relaxed);
+        self.synced.store(true, Ordering::Release);
+    }
+
+    /// Applies a local Reserve/Unreserve at once and remembers it until confirmed.
+    pub fn apply_local(&self, op: PendingOp) {
+        let mut snapshot = self.snapshot.write().unwrap_or_else(|p| p.into_inner());
+        apply_op(&mut snapshot, &op);
+        let uid = match &op {
+            PendingOp::Reserve(e) => e.uid.clone(),
+            PendingOp::Unreserve { uid } => uid.clone(),
+        };
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(uid, op);
+    }
+
+    /// The collector accepted `op`: its own stream carries it from now on.
+    pub fn confirm(&self, op: &PendingOp) {
+        let uid = match op {
+            PendingOp::Reserve(e) => &e.uid,
+            PendingOp::Unreserve { uid } => uid,
+        };
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.get(uid) == Some(op) {
+            pending.remove(uid);
+        }
+    }
+
+    pub fn pending_len(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+fn apply_op(snapshot: &mut Snapshot, op: &PendingOp) {
+    match op {
+        PendingOp::Reserve(entry) => {
+            snapshot.ledger.apply(entry.clone());
+        }
+        PendingOp::Unreserve { uid } => {
+            snapshot.ledger.delete(uid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use waterline_core::LedgerSource;
+    use waterline_core::estimate::Usage;
+    use waterline_runtime::convert::entry_to_proto;
+
+    fn entry(uid: &str) -> LedgerEntry {
+        LedgerEntry {
+            uid: uid.into(),
+            namespace: "ns".into(),
+            name: uid.into(),
+            node: "n1".into(),
+            placed_at: UnixMillis(1000),
+            usage: Usage { cpu_millis: 100, memory_bytes: 0 },
+            source: LedgerSource::Reserve,
+            labels: Default::default(),
+        }
+    }
+
+    fn node(name: &str) -> pb::NodeState {
+        pb::NodeState { name: name.into(), capacity: None, metrics: vec![] }
+    }
+
+    #[test]
+    fn reset_replaces_nodes_and_ledger_but_keeps_unconfirmed_local_ops() {
+        let store = Store::default();
+        assert!(!store.is_synced());
+        store.apply(
+            &pb::WatchNodesResponse {
+                reset: true,
+                nodes: vec![node("n1"), node("n2")],
+                placed: vec![entry_to_proto(&entry("old"), None)],
+                ..Default::default()
+            },
+            UnixMillis(5000),
+        );
+        assert!(store.is_synced());
+        store.apply_local(PendingOp::Reserve(entry("mine")));
+        store.apply_local(PendingOp::Unreserve { uid: "old".into() });
+        assert!(store.read().ledger.get("mine").is_some());
+        assert!(store.read().ledger.get("old").is_none());
+
+        // A resync from a collector that has not seen our ops yet must not undo them.
+        store.apply(
+            &pb::WatchNodesResponse {
+                reset: true,
+                nodes: vec![node("n2")],
+                placed: vec![entry_to_proto(&entry("old"), None)],
+                ..Default::default()
+            },
+            UnixMillis(6000),
+        );
+        let snap = store.read();
+        assert_eq!(snap.node_count(), 1);
+        assert!(snap.ledger.get("mine").is_some());
+        assert!(snap.ledger.get("old").is_none());
+        drop(snap);
+
+        store.confirm(&PendingOp::Reserve(entry("mine")));
+        assert_eq!(store.pending_len(), 1);
+        // age: the last message was at 6000; connected means current, disconnected ages
+        assert_eq!(store.age(UnixMillis(9000)), Millis(3000));
+        store.set_connected(true, UnixMillis(9000));
+        assert_eq!(store.age(UnixMillis(20_000)), Millis(0));
+        store.set_connected(false, UnixMillis(21_000));
+        assert_eq!(store.age(UnixMillis(25_000)), Millis(4000));
+    }
+
+    #[test]
+    fn deltas_upsert_and_remove() {
+        let store = Store::default();
+        store.apply(
+            &pb::WatchNodesResponse { reset: true, nodes: vec![node("a")], ..Default::default() },
+            UnixMillis(1),
+        );
+        store.apply(
+            &pb::WatchNodesResponse {
+                nodes: vec![node("b")],
+                removed_nodes: vec!["a".into()],
+                placed: vec![entry_to_proto(&entry("p"), None)],
+                ..Default::default()
+            },
+            UnixMillis(2),
+        );
+        assert!(store.read().node("a").is_none());
+        assert!(store.read().node("b").is_some());
+        store.apply(
+            &pb::WatchNodesResponse { released_pod_uids: vec!["p".into()], ..Default::default() },
+            UnixMillis(3),
+        );
+        assert!(store.read().ledger.is_empty());
+    }
+}

@@ -1,0 +1,1 @@
+//! Starting and stopping the real waterline binaries for integration tests.
