@@ -1,0 +1,68 @@
+package waterline
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// dial creates the plugin's one connection to the scorer. grpc.NewClient does not block:
+// a scorer that is down at start-up must not keep the scheduler from starting, it only
+// makes the RPCs fail (and, with failOpen, fall back to neutral answers) until it is up.
+func dial(cfg config, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	creds, err := transportCredentials(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, extra...)
+	conn, err := grpc.NewClient(cfg.endpoint, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to waterline scorer %q: %w", cfg.endpoint, err)
+	}
+	// Start connecting now rather than on the first pod, so the first scheduling cycle does
+	// not spend its RPC timeout on the TCP and TLS handshakes.
+	conn.Connect()
+	return conn, nil
+}
+
+func transportCredentials(cfg config) (credentials.TransportCredentials, error) {
+	if cfg.tls == nil {
+		return insecure.NewCredentials(), nil
+	}
+	t := cfg.tls
+	tc := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // opt-in, documented as tests only
+	}
+	if tc.ServerName == "" {
+		// validate() has checked that the endpoint is host:port.
+		host, _, _ := net.SplitHostPort(cfg.endpoint)
+		tc.ServerName = host
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading tls.caFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.caFile %s holds no PEM certificate", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading tls.certFile/tls.keyFile: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return credentials.NewTLS(tc), nil
+}

@@ -1,0 +1,153 @@
+package waterline
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// container builds a container with cpu/memory requests and, when given, limits
+// ("" leaves a value unset).
+func container(name, cpuReq, memReq, cpuLim, memLim string) v1.Container {
+	c := v1.Container{Name: name, Resources: v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}}
+	set := func(l v1.ResourceList, r v1.ResourceName, q string) {
+		if q != "" {
+			l[r] = resource.MustParse(q)
+		}
+	}
+	set(c.Resources.Requests, v1.ResourceCPU, cpuReq)
+	set(c.Resources.Requests, v1.ResourceMemory, memReq)
+	set(c.Resources.Limits, v1.ResourceCPU, cpuLim)
+	set(c.Resources.Limits, v1.ResourceMemory, memLim)
+	return c
+}
+
+func sidecar(c v1.Container) v1.Container {
+	c.RestartPolicy = ptr.To(v1.ContainerRestartPolicyAlways)
+	return c
+}
+
+const mi = int64(1) << 20
+
+func TestToPodInfoResources(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		spec           v1.PodSpec
+		cpuReq, cpuLim int64
+		memReq, memLim int64
+	}{
+		{
+			name: "app containers are summed",
+			spec: v1.PodSpec{Containers: []v1.Container{
+				container("a", "100m", "100Mi", "200m", "200Mi"),
+				container("b", "300m", "50Mi", "300m", "100Mi"),
+			}},
+			cpuReq: 400, memReq: 150 * mi, cpuLim: 500, memLim: 300 * mi,
+		},
+		{
+			name: "a larger init container sets the floor",
+			spec: v1.PodSpec{
+				InitContainers: []v1.Container{container("migrate", "2", "1Gi", "2", "1Gi")},
+				Containers:     []v1.Container{container("a", "100m", "100Mi", "200m", "200Mi")},
+			},
+			cpuReq: 2000, memReq: 1024 * mi, cpuLim: 2000, memLim: 1024 * mi,
+		},
+		{
+			name: "a smaller init container changes nothing",
+			spec: v1.PodSpec{
+				InitContainers: []v1.Container{container("wait", "10m", "10Mi", "10m", "10Mi")},
+				Containers:     []v1.Container{container("a", "100m", "100Mi", "200m", "200Mi")},
+			},
+			cpuReq: 100, memReq: 100 * mi, cpuLim: 200, memLim: 200 * mi,
+		},
+		{
+			// Sidecars run for the pod's lifetime, so they add to the app containers, and a
+			// later init container runs next to the sidecars started before it.
+			name: "sidecars are summed with app containers and stack under later init containers",
+			spec: v1.PodSpec{
+				InitContainers: []v1.Container{
+					sidecar(container("proxy", "200m", "64Mi", "200m", "64Mi")),
+					container("migrate", "1", "128Mi", "1", "128Mi"),
+				},
+				Containers: []v1.Container{container("a", "100m", "100Mi", "200m", "200Mi")},
+			},
+			// requests: max(200m+100m, 200m+1) = 1200m; memory: max(64+100, 64+128) = 192Mi
+			cpuReq: 1200, memReq: 192 * mi, cpuLim: 1200, memLim: 264 * mi,
+		},
+		{
+			name: "overhead is added",
+			spec: v1.PodSpec{
+				Containers: []v1.Container{container("a", "100m", "100Mi", "200m", "200Mi")},
+				Overhead:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m"), v1.ResourceMemory: resource.MustParse("120Mi")},
+			},
+			cpuReq: 350, memReq: 220 * mi, cpuLim: 450, memLim: 320 * mi,
+		},
+		{
+			// One container without a limit leaves the pod unlimited: 0 = "not set".
+			name: "a running container without a limit leaves the pod unlimited",
+			spec: v1.PodSpec{
+				InitContainers: []v1.Container{sidecar(container("proxy", "100m", "64Mi", "", "64Mi"))},
+				Containers:     []v1.Container{container("a", "100m", "100Mi", "200m", "")},
+			},
+			cpuReq: 200, memReq: 164 * mi, cpuLim: 0, memLim: 0,
+		},
+		{
+			// A regular init container has finished before the app starts; its missing
+			// limit does not unbound the running pod.
+			name: "an init container without a limit keeps the pod limited",
+			spec: v1.PodSpec{
+				InitContainers: []v1.Container{container("wait", "10m", "10Mi", "", "")},
+				Containers:     []v1.Container{container("a", "100m", "100Mi", "200m", "200Mi")},
+			},
+			cpuReq: 100, memReq: 100 * mi, cpuLim: 200, memLim: 200 * mi,
+		},
+		{
+			name:   "best effort",
+			spec:   v1.PodSpec{Containers: []v1.Container{container("a", "", "", "", "")}},
+			cpuReq: 0, memReq: 0, cpuLim: 0, memLim: 0,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			info := toPodInfo(&v1.Pod{Spec: tc.spec})
+			if info.GetCpuRequestMillis() != tc.cpuReq || info.GetMemoryRequestBytes() != tc.memReq {
+				t.Errorf("requests = %dm/%d, want %dm/%d", info.GetCpuRequestMillis(), info.GetMemoryRequestBytes(), tc.cpuReq, tc.memReq)
+			}
+			if info.GetCpuLimitMillis() != tc.cpuLim || info.GetMemoryLimitBytes() != tc.memLim {
+				t.Errorf("limits = %dm/%d, want %dm/%d", info.GetCpuLimitMillis(), info.GetMemoryLimitBytes(), tc.cpuLim, tc.memLim)
+			}
+		})
+	}
+}
+
+func TestToPodInfoIdentity(t *testing.T) {
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "shop", Name: "web-7d9f-x2", UID: "8f0c",
+			Labels: map[string]string{"app": "web", "tier": "front"},
+			OwnerReferences: []metav1.OwnerReference{
+				{APIVersion: "v1", Kind: "ConfigMap", Name: "not-the-controller"},
+				{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9f", Controller: ptr.To(true)},
+			},
+		},
+		Spec: v1.PodSpec{SchedulerName: "waterline-scheduler", PriorityClassName: "high"},
+	}
+	info := toPodInfo(pod)
+	if info.GetNamespace() != "shop" || info.GetName() != "web-7d9f-x2" || info.GetUid() != "8f0c" {
+		t.Errorf("identity = %s/%s %s", info.GetNamespace(), info.GetName(), info.GetUid())
+	}
+	if info.GetOwnerKind() != "ReplicaSet" {
+		t.Errorf("owner kind = %q, want the controller's kind ReplicaSet", info.GetOwnerKind())
+	}
+	if info.GetSchedulerName() != "waterline-scheduler" || info.GetPriorityClass() != "high" {
+		t.Errorf("scheduler/priority = %q/%q", info.GetSchedulerName(), info.GetPriorityClass())
+	}
+	if len(info.GetLabels()) != 2 || info.GetLabels()["tier"] != "front" {
+		t.Errorf("labels = %v", info.GetLabels())
+	}
+	if isDaemonSetPod(pod) {
+		t.Error("a ReplicaSet pod was taken for a DaemonSet pod")
+	}
+}

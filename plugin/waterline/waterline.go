@@ -1,0 +1,354 @@
+// Package waterline is a kube-scheduler framework plugin that asks waterline's scorer where
+// a pod should go. It is only a client: the load data, the ledger of recent placements and
+// the policy all live in the scorer (waterline.v1.ScorerService).
+//
+// The scheduler calls Filter and Score once per node, concurrently. A remote call per node
+// would cost hundreds of RPCs per pod, so the plugin makes one batched RPC per phase and
+// hands the answer to the per-node calls through CycleState:
+//
+//	PreFilter  -> Filter RPC with every node  -> feasible set + reasons in CycleState
+//	Filter     -> lookup                       (per node, no I/O)
+//	PreScore   -> Score RPC with feasible nodes -> scores in CycleState
+//	Score      -> lookup                       (per node, no I/O)
+//	Reserve    -> Reserve RPC   (the ledger sees the placement when it is decided)
+//	Unreserve  -> Unreserve RPC (the placement was abandoned)
+package waterline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	waterlinev1 "github.com/waterline/waterline/plugin/gen/waterline/v1"
+)
+
+// Name is the plugin's name in KubeSchedulerConfiguration.
+const Name = "Waterline"
+
+// NeutralScore is every node's score when the Score RPC failed and failOpen is set, and the
+// score of a node the scorer did not answer for. Being equal on all nodes, it leaves the
+// ranking to the other score plugins.
+const NeutralScore int64 = 50
+
+const (
+	filterStateKey  fwk.StateKey = Name + "/filter"
+	scoreStateKey   fwk.StateKey = Name + "/score"
+	podInfoStateKey fwk.StateKey = Name + "/podinfo"
+)
+
+// Waterline implements the plugin. It holds no per-pod state of its own: everything a cycle
+// needs is in that cycle's CycleState, so concurrent cycles (and preemption's clones of a
+// cycle's state) never see each other's data.
+//
+// It deliberately does not implement fwk.SignPlugin: opportunistic batching reuses one pod's
+// ranking for the next identical pod, but waterline's answer changes with every placement
+// (the ledger), so the profile must not batch.
+type Waterline struct {
+	client   waterlinev1.ScorerServiceClient
+	timeout  time.Duration
+	failOpen bool
+	// failureLog throttles the error line written when an RPC fails: with the scorer down
+	// every pod fails twice, and hundreds of identical lines a second would drown the
+	// scheduler's own logs. The counters still count every failure.
+	failureLog *rate.Sometimes
+}
+
+var (
+	_ fwk.PreFilterPlugin = (*Waterline)(nil)
+	_ fwk.FilterPlugin    = (*Waterline)(nil)
+	_ fwk.PreScorePlugin  = (*Waterline)(nil)
+	_ fwk.ScorePlugin     = (*Waterline)(nil)
+	_ fwk.ScoreExtensions = (*Waterline)(nil)
+	_ fwk.ReservePlugin   = (*Waterline)(nil)
+)
+
+// New is the plugin factory for app.WithPlugin. The framework calls it once per profile
+// that enables the plugin; the connection made here is shared by every scheduling cycle of
+// that profile and closed when the scheduler's context ends.
+func New(ctx context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+	return newPlugin(ctx, obj)
+}
+
+// newPlugin is New with extra dial options, which tests use to reach an in-process server.
+func newPlugin(ctx context.Context, obj runtime.Object, dialOpts ...grpc.DialOption) (*Waterline, error) {
+	cfg, err := decodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := dial(cfg, dialOpts...)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		<-ctx.Done()
+		_ = conn.Close()
+	}()
+	registerMetrics()
+	klog.FromContext(ctx).Info("Waterline plugin connecting to scorer",
+		"endpoint", cfg.endpoint, "timeout", cfg.timeout, "failOpen", cfg.failOpen, "tls", cfg.tls != nil)
+	return &Waterline{
+		client:     waterlinev1.NewScorerServiceClient(conn),
+		timeout:    cfg.timeout,
+		failOpen:   cfg.failOpen,
+		failureLog: &rate.Sometimes{Interval: 10 * time.Second},
+	}, nil
+}
+
+// Name implements fwk.Plugin.
+func (pl *Waterline) Name() string { return Name }
+
+// filterState is the Filter RPC's answer for one cycle. It is never modified after
+// PreFilter, so Clone can share it.
+type filterState struct {
+	// rejected maps a rejected node to the scorer's reason.
+	rejected map[string]string
+}
+
+func (s *filterState) Clone() fwk.StateData { return s }
+
+// scoreState is the Score RPC's answer for one cycle (read-only after PreScore).
+type scoreState struct {
+	scores map[string]int64
+}
+
+func (s *scoreState) Clone() fwk.StateData { return s }
+
+// podInfoState caches the pod's PodInfo for the rest of the cycle (read-only).
+type podInfoState struct {
+	info *waterlinev1.PodInfo
+}
+
+func (s *podInfoState) Clone() fwk.StateData { return s }
+
+// PreFilter sends every node to the scorer in one Filter RPC and narrows the cycle to the
+// feasible ones.
+func (pl *Waterline) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if isDaemonSetPod(pod) {
+		// Skip also turns off this plugin's Filter for the cycle.
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	names := nodeNames(nodes)
+	rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
+	defer cancel()
+	start := time.Now()
+	resp, err := pl.client.Filter(rpcCtx, &waterlinev1.FilterRequest{Pod: pl.podInfo(state, pod), NodeNames: names})
+	rpcDuration.WithLabelValues("Filter").Observe(time.Since(start).Seconds())
+	if err != nil {
+		if pl.failOpen {
+			pl.recordFailOpen(ctx, "Filter", pod, err)
+			// Skipping the plugin lets every node pass.
+			return nil, fwk.NewStatus(fwk.Skip)
+		}
+		countError("Filter", err)
+		return nil, fwk.AsStatus(fmt.Errorf("waterline Filter RPC: %w", err))
+	}
+
+	rejected := resp.GetRejected()
+	state.Write(filterStateKey, &filterState{rejected: rejected})
+	if len(rejected) == 0 {
+		// Everything fits: nil means "all nodes", which spares the framework a set of them.
+		return nil, nil
+	}
+	// The feasible set is every requested node that was not rejected. A node the scorer
+	// named in neither list would be a contract breach; the filter is advisory, so such a
+	// node is kept rather than silently dropped.
+	feasible := sets.New[string]()
+	for _, n := range names {
+		if _, out := rejected[n]; !out {
+			feasible.Insert(n)
+		}
+	}
+	if logger := klog.FromContext(ctx); logger.V(4).Enabled() {
+		logger.V(4).Info("Waterline filtered nodes", "pod", klog.KObj(pod),
+			"feasible", feasible.Len(), "rejected", len(rejected), "scorerFeasible", len(resp.GetFeasibleNodes()))
+	}
+	if feasible.Len() == 0 {
+		// Nodes outside a PreFilterResult get a generic "didn't satisfy plugin" status, so
+		// when nothing is left, say why here: this message ends up in the pod's
+		// FailedScheduling event. Unresolvable because evicting pods does not lower the
+		// measured load within this cycle, so preemption could not help.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, summarize(rejected))
+	}
+	return &fwk.PreFilterResult{NodeNames: feasible}, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin. The scorer's answer does not depend on
+// the pods the scheduler adds or removes while simulating preemption.
+func (pl *Waterline) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter reports the scorer's reason for a rejected node. Nodes outside the PreFilterResult
+// normally never reach Filter, but the scheduler does run Filter directly on a pod's
+// nominated node (after preemption) and during preemption's dry runs; there the RPC's
+// verdict must hold too.
+func (pl *Waterline) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s, ok := readState[*filterState](state, filterStateKey)
+	if !ok {
+		return nil
+	}
+	if reason, out := s.rejected[nodeInfo.Node().Name]; out {
+		return fwk.NewStatus(fwk.Unschedulable, reason)
+	}
+	return nil
+}
+
+// PreScore sends the feasible nodes to the scorer in one Score RPC.
+func (pl *Waterline) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
+	defer cancel()
+	start := time.Now()
+	resp, err := pl.client.Score(rpcCtx, &waterlinev1.ScoreRequest{Pod: pl.podInfo(state, pod), NodeNames: nodeNames(nodes)})
+	rpcDuration.WithLabelValues("Score").Observe(time.Since(start).Seconds())
+	if err != nil {
+		if pl.failOpen {
+			pl.recordFailOpen(ctx, "Score", pod, err)
+			// No scores in the state: Score answers NeutralScore for every node.
+			state.Write(scoreStateKey, &scoreState{})
+			return nil
+		}
+		countError("Score", err)
+		return fwk.AsStatus(fmt.Errorf("waterline Score RPC: %w", err))
+	}
+	scores := make(map[string]int64, len(resp.GetScores()))
+	for _, s := range resp.GetScores() {
+		scores[s.GetNodeName()] = s.GetScore()
+	}
+	state.Write(scoreStateKey, &scoreState{scores: scores})
+	return nil
+}
+
+// Score returns the node's score from PreScore's RPC.
+func (pl *Waterline) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	s, ok := readState[*scoreState](state, scoreStateKey)
+	if !ok {
+		return NeutralScore, nil
+	}
+	if score, found := s.scores[nodeInfo.Node().Name]; found {
+		return score, nil
+	}
+	return NeutralScore, nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin.
+func (pl *Waterline) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore keeps the scorer's 0..100 as it is (it already is on the framework's
+// scale, which is the point of the plugin over the extender's 0..10) and only clamps, so a
+// misbehaving scorer cannot outweigh every other plugin.
+func (pl *Waterline) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	for i := range scores {
+		scores[i].Score = max(fwk.MinScore, min(fwk.MaxScore, scores[i].Score))
+	}
+	return nil
+}
+
+// Reserve tells the scorer (and through it the collector's ledger) where the pod goes, at
+// the moment the scheduler decides and before the bind. The next pod's Filter and Score
+// then already count this one, even though no metric shows it yet.
+func (pl *Waterline) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
+	defer cancel()
+	start := time.Now()
+	_, err := pl.client.Reserve(rpcCtx, &waterlinev1.ReserveRequest{Pod: pl.podInfo(state, pod), NodeName: nodeName})
+	rpcDuration.WithLabelValues("Reserve").Observe(time.Since(start).Seconds())
+	if err != nil {
+		if pl.failOpen {
+			// The placement still reaches the ledger later through the collector's pod watch.
+			pl.recordFailOpen(ctx, "Reserve", pod, err)
+			return nil
+		}
+		countError("Reserve", err)
+		return fwk.AsStatus(fmt.Errorf("waterline Reserve RPC: %w", err))
+	}
+	return nil
+}
+
+// Unreserve withdraws the placement after a later phase (Permit, PreBind, Bind) failed.
+func (pl *Waterline) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	// Unreserve often runs because the cycle or binding was cancelled; the ledger must still
+	// drop the entry, so the RPC gets its own deadline instead of inheriting the cancellation.
+	rpcCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pl.timeout)
+	defer cancel()
+	start := time.Now()
+	_, err := pl.client.Unreserve(rpcCtx, &waterlinev1.UnreserveRequest{Pod: pl.podInfo(state, pod), NodeName: nodeName})
+	rpcDuration.WithLabelValues("Unreserve").Observe(time.Since(start).Seconds())
+	if err != nil {
+		// Nothing to fall back to; the entry ages out of the ledger, and the pod watch
+		// removes it when the pod is deleted or bound elsewhere.
+		countError("Unreserve", err)
+		klog.FromContext(ctx).Error(err, "Waterline Unreserve RPC failed", "pod", klog.KObj(pod), "node", nodeName)
+	}
+}
+
+// podInfo converts the pod once per cycle and keeps the result in the cycle's state.
+func (pl *Waterline) podInfo(state fwk.CycleState, pod *v1.Pod) *waterlinev1.PodInfo {
+	if s, ok := readState[*podInfoState](state, podInfoStateKey); ok {
+		return s.info
+	}
+	info := toPodInfo(pod)
+	state.Write(podInfoStateKey, &podInfoState{info: info})
+	return info
+}
+
+func (pl *Waterline) recordFailOpen(ctx context.Context, rpc string, pod *v1.Pod, err error) {
+	countError(rpc, err)
+	failOpens.WithLabelValues(rpc).Inc()
+	logger := klog.FromContext(ctx)
+	pl.failureLog.Do(func() {
+		logger.Error(err, "Waterline RPC failed; failing open (all nodes pass, equal scores); further failures are logged at most every 10s",
+			"rpc", rpc, "pod", klog.KObj(pod))
+	})
+	logger.V(4).Info("Waterline RPC failed; failing open", "rpc", rpc, "pod", klog.KObj(pod), "err", err)
+}
+
+// readState returns the cycle's value under key, if PreFilter or PreScore wrote one.
+func readState[T fwk.StateData](state fwk.CycleState, key fwk.StateKey) (T, bool) {
+	var zero T
+	data, err := state.Read(key)
+	if err != nil {
+		return zero, false
+	}
+	v, ok := data.(T)
+	return v, ok
+}
+
+func nodeNames(nodes []fwk.NodeInfo) []string {
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		if node := n.Node(); node != nil {
+			names = append(names, node.Name)
+		}
+	}
+	return names
+}
+
+// summarize turns the scorer's reasons into one event-sized message when every node was
+// rejected: how many nodes, and a few distinct reasons with an example node each.
+func summarize(rejected map[string]string) string {
+	const maxReasons = 3
+	byReason := map[string]string{}
+	for node, reason := range rejected {
+		if prev, seen := byReason[reason]; !seen || node < prev {
+			byReason[reason] = node
+		}
+	}
+	reasons := sets.List(sets.KeySet(byReason))
+	var b strings.Builder
+	fmt.Fprintf(&b, "waterline rejected all %d node(s)", len(rejected))
+	for i, r := range reasons {
+		if i == maxReasons {
+			fmt.Fprintf(&b, "; and %d more reason(s)", len(reasons)-maxReasons)
+			break
+		}
+		fmt.Fprintf(&b, "; %s: %s", byReason[r], r)
+	}
+	return b.String()
+}
