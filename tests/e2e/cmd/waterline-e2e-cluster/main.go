@@ -4,6 +4,7 @@
 //
 //	waterline-e2e-cluster [run] --kubeconfig-out FILE [--scheduler-config CFG | --default-scheduler]
 //	waterline-e2e-cluster nodes --kubeconfig FILE --count N [--cpu 8 --memory 32Gi --ip-prefix 127.0.1.]
+//	waterline-e2e-cluster scheduler --kubeconfig FILE [--config CFG]
 package main
 
 import (
@@ -27,6 +28,7 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   waterline-e2e-cluster [run] --kubeconfig-out FILE [flags]   start etcd + kube-apiserver (+ kube-scheduler)
   waterline-e2e-cluster nodes --kubeconfig FILE --count N [flags]   create fake Ready nodes
+  waterline-e2e-cluster scheduler --kubeconfig FILE [--config CFG]   run only a kube-scheduler against a running cluster
 run "waterline-e2e-cluster <cmd> -h" for the flags of a command.
 `)
 }
@@ -43,6 +45,8 @@ func main() {
 		err = runCluster(args)
 	case "nodes":
 		err = runNodes(args)
+	case "scheduler":
+		err = runScheduler(args)
 	case "help":
 		usage()
 	default:
@@ -179,5 +183,42 @@ func runNodes(args []string) error {
 	for _, n := range names {
 		fmt.Println(n)
 	}
+	return nil
+}
+
+// runScheduler runs a kube-scheduler (in this process) against an existing
+// cluster until SIGINT/SIGTERM: lets a driver start, stop or restart the
+// scheduler independently of the control plane.
+func runScheduler(args []string) error {
+	fs := newFlagSet("scheduler")
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+	config := fs.String("config", "", "KubeSchedulerConfiguration file (default: default configuration)")
+	workDir := fs.String("work-dir", "", "directory for the patched config (default: a temp dir, removed on exit)")
+	_ = fs.Parse(args)
+	if *kubeconfig == "" {
+		return fmt.Errorf("--kubeconfig (or KUBECONFIG) is required")
+	}
+	dir := *workDir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "waterline-e2e-scheduler-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	stop, err := harness.StartScheduler(ctx, harness.SchedulerOptions{
+		ConfigFile: *config, KubeconfigPath: *kubeconfig, WorkDir: dir,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println("READY")
+	<-ctx.Done()
+	cancel()
+	stop()
+	fmt.Fprintln(os.Stderr, "stopped")
 	return nil
 }
