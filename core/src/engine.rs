@@ -234,7 +234,9 @@ impl<'a> Request<'a> {
 fn threshold_breach(metric: &MetricSpec, p: &Prediction, stale: StaleFilter) -> Option<String> {
     let limit = metric.filter_above?;
     match p.observed {
-        None if stale == StaleFilter::Reject => Some(format!("{} has no fresh sample", metric.name)),
+        None if stale == StaleFilter::Reject => {
+            Some(format!("{} has no fresh sample", metric.name))
+        }
         None => None,
         Some(_) => {
             let predicted = p.predicted();
@@ -244,7 +246,12 @@ fn threshold_breach(metric: &MetricSpec, p: &Prediction, stale: StaleFilter) -> 
 }
 
 /// The first pod on `node` that shares an anti-colocation label value with `pod`.
-fn colocation_conflict(policy: &Policy, snapshot: &Snapshot, pod: &Pod, node: &str) -> Option<String> {
+fn colocation_conflict(
+    policy: &Policy,
+    snapshot: &Snapshot,
+    pod: &Pod,
+    node: &str,
+) -> Option<String> {
     for rule in &policy.anti_colocation {
         let Some(value) = pod.labels.get(&rule.label_key) else { continue };
         let other = snapshot.ledger.on_node(node).iter().find(|e| {

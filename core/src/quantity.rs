@@ -10,7 +10,10 @@ fn parse_scaled(text: &str, scale: f64) -> Result<i64, String> {
     let (number, suffix) = text.split_at(split);
     let (number, suffix) = match suffix.strip_prefix(['e', 'E']) {
         // An exponent ("1e3") is part of the number, not a suffix.
-        Some(exp) if !exp.is_empty() && exp.trim_start_matches(['+', '-']).chars().all(|c| c.is_ascii_digit()) => {
+        Some(exp)
+            if !exp.is_empty()
+                && exp.trim_start_matches(['+', '-']).chars().all(|c| c.is_ascii_digit()) =>
+        {
             (text, "")
         }
         _ => (number, suffix),

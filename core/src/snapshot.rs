@@ -74,7 +74,8 @@ impl Snapshot {
             }
             by_id[id] = Some(sample);
         }
-        self.nodes.insert(name.to_owned(), NodeState { name: name.to_owned(), capacity, samples: by_id });
+        self.nodes
+            .insert(name.to_owned(), NodeState { name: name.to_owned(), capacity, samples: by_id });
     }
 
     pub fn remove_node(&mut self, name: &str) -> bool {
@@ -99,7 +100,10 @@ impl Snapshot {
     }
 
     /// A node's samples by metric name.
-    pub fn samples_of<'a>(&'a self, node: &'a NodeState) -> impl Iterator<Item = (&'a str, Sample)> {
+    pub fn samples_of<'a>(
+        &'a self,
+        node: &'a NodeState,
+    ) -> impl Iterator<Item = (&'a str, Sample)> {
         node.samples
             .iter()
             .enumerate()

@@ -28,9 +28,8 @@ impl Millis {
 
 impl UnixMillis {
     pub fn now() -> Self {
-        let since = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        let since =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         UnixMillis(since.as_millis() as i64)
     }
     /// Time elapsed from `earlier` to `self` (negative when `earlier` is in the future).
@@ -85,7 +84,9 @@ pub fn parse_duration(text: &str) -> Result<Millis, String> {
             "h" => 3_600_000.0,
             "d" => 86_400_000.0,
             "" => return Err(format!("'{text}' needs a unit (ms, s, m, h or d)")),
-            other => return Err(format!("'{text}' has an unknown unit '{other}' (ms, s, m, h, d)")),
+            other => {
+                return Err(format!("'{text}' has an unknown unit '{other}' (ms, s, m, h, d)"));
+            }
         };
         rest = &rest[unit_len..];
         total = total.saturating_add((number * unit_ms).round() as i64);

@@ -28,7 +28,13 @@ fn names(nodes: &[&str]) -> Vec<String> {
 }
 
 fn one_cpu_pod(uid: &str) -> Pod {
-    Pod { uid: uid.into(), namespace: "default".into(), name: uid.into(), cpu_request_millis: 1000, ..Pod::default() }
+    Pod {
+        uid: uid.into(),
+        namespace: "default".into(),
+        name: uid.into(),
+        cpu_request_millis: 1000,
+        ..Pod::default()
+    }
 }
 
 fn placed(uid: &str, node: &str, at: UnixMillis, cpu_millis: i64) -> LedgerEntry {
@@ -238,7 +244,10 @@ fn anti_colocation_rejects_nodes_holding_the_same_group() {
     pod.labels.insert("waterline.io/spread-group".into(), "redis-a".into());
     let out = filter(&policy, &snap, &pod, &names(&["n1", "n2"]), NOW);
     assert_eq!(out.feasible, names(&["n2"]));
-    assert_eq!(out.rejected[0].1, "anti-colocation waterline.io/spread-group=redis-a with default/redis-0");
+    assert_eq!(
+        out.rejected[0].1,
+        "anti-colocation waterline.io/spread-group=redis-a with default/redis-0"
+    );
 
     // another group, or another namespace, is free to share the node
     pod.labels.insert("waterline.io/spread-group".into(), "redis-b".into());
@@ -254,7 +263,11 @@ fn burst(policy: &Policy) -> Vec<Vec<usize>> {
     let nodes = names(&["a", "b", "c", "d"]);
     let mut snap = Snapshot::default();
     for n in &nodes {
-        snap.upsert_node(n, EIGHT_CPU, policy.metrics.iter().map(|m| (m.name.as_str(), fresh(10.0))));
+        snap.upsert_node(
+            n,
+            EIGHT_CPU,
+            policy.metrics.iter().map(|m| (m.name.as_str(), fresh(10.0))),
+        );
     }
     let mut counts = vec![0usize; nodes.len()];
     let mut history = Vec::new();
@@ -262,7 +275,8 @@ fn burst(policy: &Policy) -> Vec<Vec<usize>> {
         let pod = one_cpu_pod(&format!("p{i}"));
         let feasible = filter(policy, &snap, &pod, &nodes, NOW).feasible;
         let scored = score(policy, &snap, &pod, &feasible, NOW, false).scores;
-        let best = scored.iter().max_by(|x, y| x.score.cmp(&y.score).then(y.node.cmp(&x.node))).unwrap();
+        let best =
+            scored.iter().max_by(|x, y| x.score.cmp(&y.score).then(y.node.cmp(&x.node))).unwrap();
         let index = nodes.iter().position(|n| *n == best.node).unwrap();
         let usage = estimate(&policy.estimator, &pod);
         snap.ledger.apply(LedgerEntry { usage, ..placed(&pod.uid, &best.node, NOW, 0) });

@@ -120,7 +120,9 @@ fn unconfirmed_reserves_are_pruned_after_their_ttl() {
     let mut ledger = Ledger::default();
     ledger.apply(entry("r", "n1", T0, LedgerSource::Reserve));
     ledger.apply(entry("w", "n1", T0, LedgerSource::Watch));
-    assert!(ledger.prune_unconfirmed(T0.plus(Millis::from_mins(14)), Millis::from_mins(15)).is_empty());
+    assert!(
+        ledger.prune_unconfirmed(T0.plus(Millis::from_mins(14)), Millis::from_mins(15)).is_empty()
+    );
     assert_eq!(
         ledger.prune_unconfirmed(T0.plus(Millis::from_mins(15)), Millis::from_mins(15)),
         vec!["r".to_string()]

@@ -134,15 +134,24 @@ struct HotWindowFile {
     count: u32,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", tag = "kind")]
-enum CurveFile {
+#[derive(Deserialize, PartialEq)]
+enum CurveKind {
     #[serde(rename = "waterLevel")]
-    WaterLevel { target: Percent },
+    WaterLevel,
     #[serde(rename = "leastUsed")]
-    LeastUsed {},
-    #[serde(rename = "crane", rename_all = "camelCase")]
-    Crane { hot_value: Option<Vec<HotWindowFile>> },
+    LeastUsed,
+    #[serde(rename = "crane")]
+    Crane,
+}
+
+/// A flat struct rather than a tagged enum: serde buffers tagged enums, which loses the
+/// path and line of a bad field.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CurveFile {
+    kind: CurveKind,
+    target: Option<Percent>,
+    hot_value: Option<Vec<HotWindowFile>>,
 }
 
 #[derive(Deserialize)]
@@ -332,35 +341,51 @@ pub fn parse_policy(text: &str) -> Result<Policy, PolicyError> {
 
     let curve = match file.curve {
         None => defaults.curve.clone(),
-        Some(CurveFile::WaterLevel { target }) => {
-            if target.0 <= 0.0 || target.0 >= 100.0 {
+        Some(curve) => {
+            if curve.kind != CurveKind::WaterLevel && curve.target.is_some() {
                 return Err(PolicyError(format!(
-                    "curve.target: {} must be strictly between 0 and 100{}",
-                    target.0,
+                    "curve.target: only the waterLevel curve has a target{}",
                     at_line(text, "target", 0)
                 )));
             }
-            Curve::WaterLevel { target: target.0 }
-        }
-        Some(CurveFile::LeastUsed {}) => Curve::LeastUsed,
-        Some(CurveFile::Crane { hot_value }) => {
-            let hot_windows = match hot_value {
-                None => default_hot_windows(),
-                Some(list) => {
-                    let mut windows = Vec::new();
-                    for (i, w) in list.into_iter().enumerate() {
-                        if w.count == 0 {
-                            return Err(PolicyError(format!(
-                                "curve.hotValue[{i}].count: must be at least 1{}",
-                                at_line(text, "count", i)
-                            )));
-                        }
-                        windows.push(HotWindow { window: w.window.0, count: w.count });
+            if curve.kind != CurveKind::Crane && curve.hot_value.is_some() {
+                return Err(PolicyError(format!(
+                    "curve.hotValue: only the crane curve has a hot value{}",
+                    at_line(text, "hotValue", 0)
+                )));
+            }
+            match curve.kind {
+                CurveKind::WaterLevel => {
+                    let target = curve.target.map_or(40.0, |t| t.0);
+                    if target <= 0.0 || target >= 100.0 {
+                        return Err(PolicyError(format!(
+                            "curve.target: {target} must be strictly between 0 and 100{}",
+                            at_line(text, "target", 0)
+                        )));
                     }
-                    windows
+                    Curve::WaterLevel { target }
                 }
-            };
-            Curve::Crane { hot_windows }
+                CurveKind::LeastUsed => Curve::LeastUsed,
+                CurveKind::Crane => {
+                    let hot_windows = match curve.hot_value {
+                        None => default_hot_windows(),
+                        Some(list) => {
+                            let mut windows = Vec::new();
+                            for (i, w) in list.into_iter().enumerate() {
+                                if w.count == 0 {
+                                    return Err(PolicyError(format!(
+                                        "curve.hotValue[{i}].count: must be at least 1{}",
+                                        at_line(text, "count", i)
+                                    )));
+                                }
+                                windows.push(HotWindow { window: w.window.0, count: w.count });
+                            }
+                            windows
+                        }
+                    };
+                    Curve::Crane { hot_windows }
+                }
+            }
         }
     };
 

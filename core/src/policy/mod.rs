@@ -146,12 +146,54 @@ pub fn default_metrics() -> Vec<MetricSpec> {
     use Resource::*;
     let (short, hour, day) = (Millis::from_secs(30), Millis::from_mins(5), Millis::from_mins(30));
     vec![
-        default_metric("cpu_usage_avg_5m", Cpu, "waterline:node_cpu_usage:avg5m", short, 0.2, Some(65.0)),
-        default_metric("cpu_usage_max_avg_1h", Cpu, "waterline:node_cpu_usage:max_avg1h", hour, 0.3, Some(75.0)),
-        default_metric("cpu_usage_max_avg_1d", Cpu, "waterline:node_cpu_usage:max_avg1d", day, 0.5, None),
-        default_metric("mem_usage_avg_5m", Memory, "waterline:node_memory_usage:avg5m", short, 0.2, Some(65.0)),
-        default_metric("mem_usage_max_avg_1h", Memory, "waterline:node_memory_usage:max_avg1h", hour, 0.3, Some(75.0)),
-        default_metric("mem_usage_max_avg_1d", Memory, "waterline:node_memory_usage:max_avg1d", day, 0.5, None),
+        default_metric(
+            "cpu_usage_avg_5m",
+            Cpu,
+            "waterline:node_cpu_usage:avg5m",
+            short,
+            0.2,
+            Some(65.0),
+        ),
+        default_metric(
+            "cpu_usage_max_avg_1h",
+            Cpu,
+            "waterline:node_cpu_usage:max_avg1h",
+            hour,
+            0.3,
+            Some(75.0),
+        ),
+        default_metric(
+            "cpu_usage_max_avg_1d",
+            Cpu,
+            "waterline:node_cpu_usage:max_avg1d",
+            day,
+            0.5,
+            None,
+        ),
+        default_metric(
+            "mem_usage_avg_5m",
+            Memory,
+            "waterline:node_memory_usage:avg5m",
+            short,
+            0.2,
+            Some(65.0),
+        ),
+        default_metric(
+            "mem_usage_max_avg_1h",
+            Memory,
+            "waterline:node_memory_usage:max_avg1h",
+            hour,
+            0.3,
+            Some(75.0),
+        ),
+        default_metric(
+            "mem_usage_max_avg_1d",
+            Memory,
+            "waterline:node_memory_usage:max_avg1d",
+            day,
+            0.5,
+            None,
+        ),
     ]
 }
 

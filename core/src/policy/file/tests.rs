@@ -37,7 +37,8 @@ stale: {maxAge: auto, filter: pass, score: 50}
 
 #[test]
 fn bad_value_names_field_and_line() {
-    let text = "metrics:\n  - name: a\n    resource: cpu\n    query: q\n    period: 30s\n    weight: -1\n";
+    let text =
+        "metrics:\n  - name: a\n    resource: cpu\n    query: q\n    period: 30s\n    weight: -1\n";
     let err = parse_policy(text).unwrap_err().0;
     assert!(err.contains("metrics[0].weight"), "{err}");
     assert!(err.contains("line 6"), "{err}");
@@ -45,9 +46,8 @@ fn bad_value_names_field_and_line() {
 
 #[test]
 fn unknown_field_is_rejected_with_its_line() {
-    let err = parse_policy("curve: {kind: waterLevel, target: 40}\nstale:\n  scroe: 3\n")
-        .unwrap_err()
-        .0;
+    let err =
+        parse_policy("curve: {kind: waterLevel, target: 40}\nstale:\n  scroe: 3\n").unwrap_err().0;
     assert!(err.contains("scroe"), "{err}");
     assert!(err.contains("line 3"), "{err}");
 }
@@ -65,7 +65,9 @@ fn water_level_target_must_be_inside_0_100() {
     let err = parse_policy("curve:\n  kind: waterLevel\n  target: 100\n").unwrap_err().0;
     assert!(err.contains("curve.target") && err.contains("line 3"), "{err}");
     let err = parse_policy("curve: {kind: waterLevel, target: 140}").unwrap_err().0;
-    assert!(err.contains("percentage"), "{err}");
+    assert!(err.contains("curve.target") && err.contains("percentage"), "{err}");
+    let err = parse_policy("curve: {kind: leastUsed, target: 40}").unwrap_err().0;
+    assert!(err.contains("only the waterLevel curve"), "{err}");
 }
 
 #[test]
@@ -86,7 +88,8 @@ fn crane_curve_defaults_its_hot_windows() {
     let policy = parse_policy("curve: {kind: crane}").unwrap();
     assert_eq!(policy.curve, Curve::Crane { hot_windows: default_hot_windows() });
     assert_eq!(policy.ledger_horizon(), Millis::from_mins(7));
-    let err = parse_policy("curve: {kind: crane, hotValue: [{window: 1m, count: 0}]}").unwrap_err().0;
+    let err =
+        parse_policy("curve: {kind: crane, hotValue: [{window: 1m, count: 0}]}").unwrap_err().0;
     assert!(err.contains("count"), "{err}");
 }
 

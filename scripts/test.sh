@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Every test tier, in order: installs what a fresh machine lacks, builds, then runs
+#   1. proto lint (buf, STANDARD rules)
+#   2. Rust unit and integration tests (real binaries, real Prometheus, loopback only)
+#   3. Go tests of the scheduler plugin (if present)
+#   4. the end-to-end suite on a real kube-apiserver + kube-scheduler (if present)
+# SKIP_E2E=1 skips tier 4 for quick local loops; CI never skips it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+started=$(date +%s)
+
+step "dependencies"
+scripts/deps/prometheus.sh
+scripts/deps/python-tools.sh
+export PATH="$PWD/.tools/venv/bin:$PATH"
+
+step "proto lint (buf lint, STANDARD)"
+buf lint
+buf format --diff --exit-code
+
+step "rust: build binaries"
+cargo build --workspace --bins --locked
+
+step "rust: unit and integration tests"
+cargo test --workspace --locked
+
+if [ -f plugin/go.mod ]; then
+    step "go: scheduler plugin"
+    (cd plugin && go test ./...)
+    if [ -x plugin/hack/verify-gen.sh ]; then
+        plugin/hack/verify-gen.sh
+    fi
+fi
+
+if [ -x tests/e2e/run.sh ]; then
+    if [ "${SKIP_E2E:-0}" = "1" ] && [ "${CI:-}" != "true" ]; then
+        step "end-to-end: skipped (SKIP_E2E=1)"
+    else
+        step "end-to-end: real kube-apiserver and kube-scheduler"
+        tests/e2e/run.sh
+    fi
+fi
+
+step "all tiers passed in $(( $(date +%s) - started )) s"
