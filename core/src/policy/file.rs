@@ -244,10 +244,10 @@ fn describe(text: &str, error: serde_path_to_error::Error<serde_yaml::Error>) ->
         message.truncate(cut);
     }
     // serde_yaml prefixes its own (shorter) path: keep only the message.
-    if let Some((prefix, rest)) = message.split_once(": ") {
-        if !prefix.contains(' ') {
-            message = rest.to_owned();
-        }
+    if let Some((prefix, rest)) = message.split_once(": ")
+        && !prefix.contains(' ')
+    {
+        message = rest.to_owned();
     }
     let key = path.rsplit('.').next().unwrap_or("").split('[').next().unwrap_or("");
     let line = inner.location().map(|at| {
