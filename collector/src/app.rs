@@ -14,8 +14,9 @@ use waterline_runtime::rpc_metrics::RpcMetrics;
 use waterline_runtime::{grpc, logging, shutdown_signal};
 
 use crate::args::Args;
+use crate::node_directory::NodeDirectory;
 use crate::service::Collector;
-use crate::sources::{static_file, synthetic};
+use crate::sources::{prometheus, static_file, synthetic};
 use crate::state::ClusterState;
 
 /// Largest gRPC message accepted (a Reserve is tiny; this only bounds abuse).
@@ -52,7 +53,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "Scorers streaming WatchNodes",
         gauges.subscribers.clone(),
     );
+    let prometheus_metrics = prometheus::SourceMetrics::register(&mut registry);
     let admin = Admin::new(registry);
+
+    // Kubernetes nodes and their addresses, for mapping series to nodes; empty (identity)
+    // unless a source or --node-map fills it.
+    let directory = NodeDirectory::default();
+    if let Some(path) = &args.node_map {
+        let count = directory.load_file(path).map_err(|e| anyhow::anyhow!("--node-map {e}"))?;
+        tracing::info!(nodes = count, path = %path.display(), "node address map loaded");
+    }
 
     let state = ClusterState::default();
     match (&args.static_file, args.synthetic_nodes) {
@@ -76,11 +86,24 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 args.synthetic_interval,
             ));
         }
+        (None, None) if args.prometheus.prometheus_url.is_some() => {}
         (None, None) => {
             tracing::warn!(
                 "no node source (--static or --synthetic-nodes): serving an empty cluster"
             );
         }
+    }
+    if let Some(config) = args.prometheus.config(false) {
+        // Returns once every first query was attempted (bounded by the query timeout).
+        prometheus::start(
+            config,
+            state.clone(),
+            policy.clone(),
+            directory.clone(),
+            prometheus_metrics,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("Prometheus source: {e}"))?;
     }
     // The first round of every source has run (or failed) by now.
     admin.set_ready(true);

@@ -40,6 +40,14 @@ pub struct Args {
     #[arg(long, default_value_t = 42)]
     pub synthetic_seed: u64,
 
+    /// Node address map for matching series to nodes when no Kubernetes source gives
+    /// addresses: YAML `nodes: [{name, addresses: [10.0.0.2, host-2]}]`.
+    #[arg(long, value_name = "FILE", env = "WATERLINE_NODE_MAP")]
+    pub node_map: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub prometheus: crate::sources::prometheus::PrometheusArgs,
+
     #[command(flatten)]
     pub common: CommonArgs,
 }

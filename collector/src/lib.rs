@@ -5,6 +5,7 @@
 
 mod app;
 mod args;
+pub mod node_directory;
 pub mod service;
 pub mod sources;
 pub mod state;

@@ -2,6 +2,7 @@
 //! and a fake node-exporter on loopback ports, and stops them when dropped.
 #![forbid(unsafe_code)]
 
+pub mod bad_http;
 pub mod exporter;
 pub mod procs;
 pub mod prometheus;

@@ -1,4 +1,5 @@
 //! Where node usage comes from. Every source writes into [`crate::state::ClusterState`].
 
+pub mod prometheus;
 pub mod static_file;
 pub mod synthetic;
