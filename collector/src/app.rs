@@ -14,13 +14,19 @@ use waterline_runtime::rpc_metrics::RpcMetrics;
 use waterline_runtime::{grpc, logging, shutdown_signal};
 
 use crate::args::Args;
+use crate::args::KubeMode;
 use crate::node_directory::NodeDirectory;
 use crate::service::Collector;
+use crate::sources::kube::{self as kube_source, NodeAddresses};
 use crate::sources::{prometheus, static_file, synthetic};
 use crate::state::ClusterState;
 
 /// Largest gRPC message accepted (a Reserve is tiny; this only bounds abuse).
 const MAX_MESSAGE_BYTES: usize = 4 << 20;
+
+/// How long readiness waits for the first pod list before giving up on it (an unreachable
+/// API server must not keep the collector unready forever; the watch keeps retrying).
+const KUBE_READY_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Default)]
 struct Gauges {
@@ -93,6 +99,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             );
         }
     }
+    // Before Prometheus, so the node watch's addresses are there as early as possible.
+    let pods_synced = start_kube(&args, &state, &policy, &directory).await?;
     if let Some(config) = args.prometheus.config(false) {
         // Returns once every first query was attempted (bounded by the query timeout).
         prometheus::start(
@@ -105,8 +113,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("Prometheus source: {e}"))?;
     }
-    // The first round of every source has run (or failed) by now.
-    admin.set_ready(true);
+    // The first round of every source has run (or failed) by now; the pod list may still
+    // be on its way.
+    match pods_synced {
+        Some(synced) => {
+            tokio::spawn(ready_after_pod_list(admin.clone(), synced, KUBE_READY_WAIT));
+        }
+        None => admin.set_ready(true),
+    }
 
     if let Some(path) = args.policy.clone() {
         tokio::spawn(waterline_runtime::policy::watch(
@@ -155,5 +169,70 @@ async fn maintain(state: ClusterState, policy: PolicyHandle, gauges: Gauges) {
         gauges.nodes.set(state.node_count() as i64);
         gauges.ledger_entries.set(state.ledger_len() as i64);
         gauges.subscribers.set(state.subscribers() as i64);
+    }
+}
+
+/// Starts the Kubernetes watches when Kubernetes is on; returns the pod watch's "first
+/// list is in the ledger" signal.
+async fn start_kube(
+    args: &Args,
+    state: &ClusterState,
+    policy: &PolicyHandle,
+    directory: &NodeDirectory,
+) -> anyhow::Result<Option<tokio::sync::watch::Receiver<bool>>> {
+    let client = match args.kube_mode() {
+        KubeMode::Off => return Ok(None),
+        KubeMode::On => kube_source::client(args.kubeconfig.as_deref()).await?,
+        KubeMode::Auto if !kube_source::config_available() => {
+            tracing::info!("no Kubernetes configuration found: pod and node watches off");
+            return Ok(None);
+        }
+        KubeMode::Auto => match kube_source::client(None).await {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::warn!(%error, "Kubernetes configuration unusable: watches off");
+                return Ok(None);
+            }
+        },
+    };
+    let synced = kube_source::spawn_pod_watch(client.clone(), state.clone(), policy.clone());
+    if args.owns_nodes() {
+        tracing::info!("watching Kubernetes pods (the static or synthetic source owns nodes)");
+    } else {
+        // An operator's --node-map wins over the addresses the API server reports.
+        let addresses: Option<Box<dyn NodeAddresses>> = match args.node_map {
+            Some(_) => None,
+            None => Some(Box::new(directory.clone())),
+        };
+        kube_source::spawn_node_watch(client, state.clone(), addresses);
+        tracing::info!("watching Kubernetes pods and nodes");
+    }
+    Ok(Some(synced))
+}
+
+/// Ready once the first pod list is in the ledger, or after `wait` at the latest.
+async fn ready_after_pod_list(
+    admin: Admin,
+    mut synced: tokio::sync::watch::Receiver<bool>,
+    wait: Duration,
+) {
+    if tokio::time::timeout(wait, synced.wait_for(|s| *s)).await.is_err() {
+        tracing::warn!(
+            wait_secs = wait.as_secs(),
+            "no pod list from the API server yet: ready without it (the watch keeps retrying)"
+        );
+    }
+    admin.set_ready(true);
+}
+
+impl NodeAddresses for NodeDirectory {
+    fn replace(&self, nodes: Vec<(String, Vec<String>)>) {
+        NodeDirectory::replace(self, nodes);
+    }
+    fn upsert(&self, node: &str, addresses: Vec<String>) {
+        NodeDirectory::upsert(self, node, addresses);
+    }
+    fn remove(&self, node: &str) {
+        NodeDirectory::remove(self, node);
     }
 }

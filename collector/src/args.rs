@@ -48,10 +48,78 @@ pub struct Args {
     #[command(flatten)]
     pub prometheus: crate::sources::prometheus::PrometheusArgs,
 
+    /// Kubeconfig file for the Kubernetes pod watch (the ledger) and node watch (capacity,
+    /// addresses). Without it the default chain is used when Kubernetes is on: KUBECONFIG,
+    /// ~/.kube/config, then the in-cluster service account.
+    #[arg(long, value_name = "FILE", env = "WATERLINE_KUBECONFIG", conflicts_with = "no_kube")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Watch Kubernetes even with --static or --synthetic-nodes (pods only: those sources
+    /// own the nodes). By default Kubernetes is watched when --kubeconfig is given, or when
+    /// neither --static nor --synthetic-nodes is and a configuration is found.
+    #[arg(long, conflicts_with = "no_kube")]
+    pub kube: bool,
+
+    /// Never talk to Kubernetes (static, synthetic or Prometheus-only use).
+    #[arg(long)]
+    pub no_kube: bool,
+
     #[command(flatten)]
     pub common: CommonArgs,
 }
 
+/// Whether the collector watches Kubernetes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KubeMode {
+    Off,
+    /// On when a configuration is found (KUBECONFIG, ~/.kube/config, in-cluster).
+    Auto,
+    /// On; a missing or bad configuration is a startup error.
+    On,
+}
+
+impl Args {
+    pub fn kube_mode(&self) -> KubeMode {
+        if self.no_kube {
+            KubeMode::Off
+        } else if self.kube || self.kubeconfig.is_some() {
+            KubeMode::On
+        } else if self.static_file.is_some() || self.synthetic_nodes.is_some() {
+            // These modes must never need a cluster (tests, demos, benchmarks).
+            KubeMode::Off
+        } else {
+            KubeMode::Auto
+        }
+    }
+
+    /// Whether a static or synthetic source owns the node set (and so their capacity).
+    pub fn owns_nodes(&self) -> bool {
+        self.static_file.is_some() || self.synthetic_nodes.is_some()
+    }
+}
+
 pub fn parse_span(text: &str) -> Result<std::time::Duration, String> {
     waterline_core::time::parse_duration(text).map(|m| m.as_std())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(flags: &[&str]) -> KubeMode {
+        let argv = std::iter::once("waterline-collector").chain(flags.iter().copied());
+        Args::try_parse_from(argv).unwrap().kube_mode()
+    }
+
+    #[test]
+    fn static_and_synthetic_modes_never_need_a_cluster_unless_asked() {
+        assert_eq!(mode(&[]), KubeMode::Auto);
+        assert_eq!(mode(&["--static", "n.yaml"]), KubeMode::Off);
+        assert_eq!(mode(&["--synthetic-nodes", "3"]), KubeMode::Off);
+        assert_eq!(mode(&["--synthetic-nodes", "3", "--kube"]), KubeMode::On);
+        assert_eq!(mode(&["--kubeconfig", "k"]), KubeMode::On);
+        assert_eq!(mode(&["--no-kube"]), KubeMode::Off);
+        let both = ["waterline-collector", "--no-kube", "--kubeconfig", "k"];
+        assert!(Args::try_parse_from(both).is_err());
+    }
 }

@@ -131,6 +131,18 @@ impl ClusterState {
         self.publish(delta);
     }
 
+    /// Forgets a node (deleted from the cluster). Its ledger entries stay until their pods
+    /// are deleted too, so a node that comes back under the same name loses nothing.
+    pub fn remove_node(&self, name: &str) {
+        let mut inner = self.lock();
+        if inner.nodes.remove(name).is_some() {
+            self.publish(pb::WatchNodesResponse {
+                removed_nodes: vec![name.to_owned()],
+                ..Default::default()
+            });
+        }
+    }
+
     pub fn set_metric_health(&self, metric: &str, health: MetricHealth) {
         self.lock().metrics.insert(metric.to_owned(), health);
     }
@@ -326,6 +338,21 @@ mod tests {
             state.place(entry(&format!("p{i}")));
         }
         assert!(matches!(slow.try_recv(), Err(broadcast::error::TryRecvError::Lagged(_))));
+    }
+
+    #[test]
+    fn remove_node_broadcasts_once_and_keeps_the_ledger() {
+        let state = ClusterState::default();
+        state.replace_nodes([("a".into(), record(10.0)), ("b".into(), record(20.0))].into());
+        state.place(entry("p1"));
+        let (_, mut rx) = state.subscribe();
+        state.remove_node("a");
+        state.remove_node("a");
+        state.remove_node("unknown");
+        assert_eq!(rx.try_recv().unwrap().removed_nodes, vec!["a".to_string()]);
+        assert!(rx.try_recv().is_err());
+        assert_eq!(state.node_count(), 1);
+        assert_eq!(state.ledger_len(), 1);
     }
 
     #[test]

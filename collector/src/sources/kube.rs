@@ -1,0 +1,132 @@
+//! The Kubernetes source: a pod watch that feeds the ledger and a node watch that gives
+//! capacity and addresses.
+//!
+//! Each watch is a kube-runtime `watcher` with the default backoff driving an [`Index`]
+//! (kubert's shape: `apply` / `delete`, and a re-list delivered as `init` … `init_done`
+//! that replaces the index's view, so objects deleted while disconnected leave it). The
+//! loop never ends: an error is logged and the watcher retries after its backoff.
+
+use std::fmt::Debug;
+use std::path::Path;
+use std::pin::pin;
+
+use ::kube::config::{KubeConfigOptions, Kubeconfig};
+use ::kube::runtime::{WatchStreamExt, watcher};
+use ::kube::{Api, Client, Resource};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tracing::Instrument;
+use waterline_runtime::policy::PolicyHandle;
+
+use crate::state::ClusterState;
+
+pub mod nodes;
+pub mod pods;
+
+pub use nodes::{NodeAddresses, NodeIndex};
+pub use pods::PodIndex;
+
+/// Pods that hold a node: bound and not finished. A pod that completes leaves the selector,
+/// which the API server reports as a deletion.
+pub const PLACED_PODS: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+
+/// An in-memory view kept in step with a watch (kubert's index).
+pub trait Index<K> {
+    /// An object was added or changed.
+    fn apply(&mut self, object: K);
+    /// An object was deleted.
+    fn delete(&mut self, object: K);
+    /// A (re-)list starts; `init_apply` calls follow until `init_done`.
+    fn init(&mut self);
+    fn init_apply(&mut self, object: K);
+    /// The list is complete: whatever it did not show is gone.
+    fn init_done(&mut self);
+}
+
+/// Drives `index` from a watch of `api` forever.
+pub async fn run_watch<K, I>(api: Api<K>, config: watcher::Config, mut index: I)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
+    I: Index<K>,
+{
+    let kind = K::kind(&());
+    loop {
+        let mut events = pin!(watcher(api.clone(), config.clone()).default_backoff());
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Apply(object)) => index.apply(object),
+                Ok(watcher::Event::Delete(object)) => index.delete(object),
+                Ok(watcher::Event::Init) => index.init(),
+                Ok(watcher::Event::InitApply(object)) => index.init_apply(object),
+                Ok(watcher::Event::InitDone) => index.init_done(),
+                // The next poll waits out the backoff, then re-watches or re-lists.
+                Err(error) => tracing::warn!(%error, %kind, "watch failed; retrying"),
+            }
+        }
+        // A watcher stream does not end; should one ever, start a fresh one.
+        tracing::warn!(%kind, "watch stream ended; restarting");
+    }
+}
+
+/// Starts the pod watch; the receiver turns `true` once the first pod list is in the ledger.
+pub fn spawn_pod_watch(
+    client: Client,
+    state: ClusterState,
+    policy: PolicyHandle,
+) -> watch::Receiver<bool> {
+    let index = PodIndex::new(state, policy);
+    let synced = index.synced();
+    let config = watcher::Config::default().fields(PLACED_PODS);
+    tokio::spawn(
+        run_watch(Api::<Pod>::all(client), config, index)
+            .instrument(tracing::info_span!("pod_watch")),
+    );
+    synced
+}
+
+/// Starts the node watch (capacity and addresses).
+pub fn spawn_node_watch(
+    client: Client,
+    state: ClusterState,
+    addresses: Option<Box<dyn NodeAddresses>>,
+) {
+    let index = NodeIndex::new(state, addresses);
+    tokio::spawn(
+        run_watch(Api::<Node>::all(client), watcher::Config::default(), index)
+            .instrument(tracing::info_span!("node_watch")),
+    );
+}
+
+/// Whether a cluster configuration is at hand without being asked for one: `KUBECONFIG`,
+/// `~/.kube/config` or the in-cluster service account.
+pub fn config_available() -> bool {
+    let env_set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    env_set("KUBECONFIG")
+        || env_set("KUBERNETES_SERVICE_HOST")
+        || std::env::var_os("HOME")
+            .is_some_and(|home| Path::new(&home).join(".kube").join("config").is_file())
+}
+
+/// A client for `kubeconfig`, or the default chain (`KUBECONFIG`, `~/.kube/config`,
+/// in-cluster). Only reads configuration: an unreachable server is the watches' concern
+/// (they log and retry), so the collector starts either way.
+pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
+    let Some(path) = kubeconfig else {
+        return Client::try_default().await.map_err(|e| {
+            anyhow::anyhow!(
+                "no usable Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
+            )
+        });
+    };
+    let file = Kubeconfig::read_from(path)
+        .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
+    let config = ::kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
+    Client::try_from(config).map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests;

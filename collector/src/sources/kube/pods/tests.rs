@@ -1,0 +1,265 @@
+//! Pod → ledger entry conversion, on plain objects (no runtime, no API server).
+
+use serde_json::{Value, json};
+use waterline_core::policy::Estimator;
+
+use super::*;
+
+const SCHEDULED: &str = "2026-11-29T10:00:00Z";
+const SCHEDULED_MS: i64 = 1_795_946_400_000;
+
+fn kube_pod(value: Value) -> KubePod {
+    serde_json::from_value(value).expect("valid pod")
+}
+
+/// A running pod on `node-1`, scheduled at [`SCHEDULED`], with one container asking for
+/// `cpu` and `memory`; `patch` overrides top-level sections.
+fn running(cpu: &str, memory: &str) -> Value {
+    json!({
+        "metadata": {
+            "name": "web-0", "namespace": "shop", "uid": "uid-web-0",
+            "labels": {"app": "web"},
+            "creationTimestamp": "2026-11-29T09:59:58Z",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web",
+                                 "uid": "o1", "controller": true}],
+            "managedFields": [{"manager": "kubectl", "operation": "Apply"}]
+        },
+        "spec": {
+            "nodeName": "node-1",
+            "containers": [{"name": "app", "image": "x",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+        },
+        "status": {
+            "phase": "Running",
+            "startTime": "2026-11-29T10:00:07Z",
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-29T10:00:30Z"},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": SCHEDULED}
+            ]
+        }
+    })
+}
+
+fn container(name: &str, requests: Value, limits: Value) -> Value {
+    json!({"name": name, "image": "x", "resources": {"requests": requests, "limits": limits}})
+}
+
+fn placed(pod: &KubePod) -> LedgerEntry {
+    match view(pod, &Estimator::default()).expect("convertible") {
+        PodView::Placed(entry) => entry,
+        other => panic!("expected a placement, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_bound_pod_becomes_a_watch_entry_placed_at_its_pod_scheduled_time() {
+    let pod = kube_pod(running("1", "1Gi"));
+    let entry = placed(&pod);
+    assert_eq!(entry.uid, "uid-web-0");
+    assert_eq!((entry.namespace.as_str(), entry.name.as_str()), ("shop", "web-0"));
+    assert_eq!(entry.node, "node-1");
+    assert_eq!(entry.placed_at, UnixMillis(SCHEDULED_MS));
+    assert_eq!(entry.source, LedgerSource::Watch);
+    assert_eq!(entry.labels.get("app").map(String::as_str), Some("web"));
+    let expected = estimate(
+        &Estimator::default(),
+        &Pod { cpu_request_millis: 1000, memory_request_bytes: 1 << 30, ..Pod::default() },
+    );
+    assert_eq!(entry.usage, expected);
+    assert_eq!(domain_pod(&pod).unwrap().owner_kind, "StatefulSet");
+}
+
+#[test]
+fn placement_time_falls_back_to_start_then_creation_and_is_never_now() {
+    let mut value = running("1", "1Gi");
+    value["status"]["conditions"] = json!([
+        {"type": "PodScheduled", "status": "False", "lastTransitionTime": "2026-11-29T09:00:00Z"}
+    ]);
+    assert_eq!(placed_at(&kube_pod(value.clone())), Some(UnixMillis(SCHEDULED_MS + 7_000)));
+    value["status"].as_object_mut().unwrap().remove("startTime");
+    assert_eq!(placed_at(&kube_pod(value.clone())), Some(UnixMillis(SCHEDULED_MS - 2_000)));
+    value["metadata"].as_object_mut().unwrap().remove("creationTimestamp");
+    assert_eq!(placed_at(&kube_pod(value.clone())), None);
+    let err = view(&kube_pod(value), &Estimator::default()).unwrap_err();
+    assert!(err.contains("PodScheduled"), "{err}");
+}
+
+#[test]
+fn completed_unbound_and_uid_less_pods_are_not_placements() {
+    for phase in ["Succeeded", "Failed"] {
+        let mut value = running("1", "1Gi");
+        value["status"]["phase"] = json!(phase);
+        assert_eq!(
+            view(&kube_pod(value), &Estimator::default()),
+            Ok(PodView::Unplaced { uid: "uid-web-0".into() }),
+            "{phase}"
+        );
+    }
+    let mut pending = running("1", "1Gi");
+    pending["spec"].as_object_mut().unwrap().remove("nodeName");
+    pending["status"] = json!({"phase": "Pending"});
+    assert_eq!(
+        view(&kube_pod(pending), &Estimator::default()),
+        Ok(PodView::Unplaced { uid: "uid-web-0".into() })
+    );
+    let mut no_uid = running("1", "1Gi");
+    no_uid["metadata"].as_object_mut().unwrap().remove("uid");
+    assert!(view(&kube_pod(no_uid), &Estimator::default()).unwrap_err().contains("uid"));
+}
+
+#[test]
+fn requests_are_summed_like_kube_scheduler() {
+    let mut value = running("1", "1Gi");
+    value["spec"]["containers"] = json!([
+        container(
+            "a",
+            json!({"cpu": "500m", "memory": "256Mi"}),
+            json!({"cpu": "1", "memory": "512Mi"})
+        ),
+        container(
+            "b",
+            json!({"cpu": "250m", "memory": "256Mi"}),
+            json!({"cpu": "500m", "memory": "256Mi"})
+        ),
+    ]);
+    value["spec"]["overhead"] = json!({"cpu": "100m", "memory": "64Mi"});
+    let r = pod_resources(&kube_pod(value)).unwrap();
+    assert_eq!(r.cpu_request_millis, 850);
+    assert_eq!(r.memory_request_bytes, 576 << 20);
+    // Limits get the overhead too, as they are set on every container.
+    assert_eq!(r.cpu_limit_millis, 1600);
+    assert_eq!(r.memory_limit_bytes, 832 << 20);
+}
+
+#[test]
+fn init_containers_count_as_their_peak_and_sidecars_add_up() {
+    // The k8s PodRequests example: sidecar 1 cpu (restartable), then a regular init container
+    // of 2 cpu runs next to it (3), the app asks for 1 (+1 sidecar = 2): peak is 3.
+    let mut value = running("1", "0");
+    value["spec"]["initContainers"] = json!([
+        {"name": "side", "image": "x", "restartPolicy": "Always",
+         "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}},
+        {"name": "setup", "image": "x", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
+    ]);
+    let r = pod_resources(&kube_pod(value.clone())).unwrap();
+    assert_eq!(r.cpu_request_millis, 3000);
+    assert_eq!(r.memory_request_bytes, 1 << 30);
+    // The app container sets no limit: the pod is unbounded.
+    assert_eq!(r.cpu_limit_millis, 0);
+
+    // A small init container: the long-running sum (app + sidecar) wins.
+    value["spec"]["initContainers"][1]["resources"]["requests"] = json!({"cpu": "100m"});
+    let r = pod_resources(&kube_pod(value)).unwrap();
+    assert_eq!(r.cpu_request_millis, 2000);
+    assert_eq!(r.memory_request_bytes, 0);
+}
+
+#[test]
+fn pod_level_resources_replace_the_container_sum() {
+    let mut value = running("1", "1Gi");
+    value["spec"]["resources"] = json!({"requests": {"cpu": "3"}, "limits": {"memory": "2Gi"}});
+    let r = pod_resources(&kube_pod(value)).unwrap();
+    assert_eq!(r.cpu_request_millis, 3000);
+    assert_eq!(r.memory_request_bytes, 1 << 30);
+    assert_eq!(r.memory_limit_bytes, 2 << 30);
+    assert_eq!(r.cpu_limit_millis, 0);
+}
+
+#[test]
+fn a_bad_quantity_makes_the_pod_malformed_not_zero() {
+    let err = view(&kube_pod(running("lots", "1Gi")), &Estimator::default()).unwrap_err();
+    assert!(err.contains("cpu"), "{err}");
+}
+
+#[test]
+fn two_conversions_of_the_same_pod_are_identical() {
+    // What a restarted collector sees: the same object, possibly with fresher status.
+    let first = placed(&kube_pod(running("1", "1Gi")));
+    let mut later = running("1", "1Gi");
+    later["status"]["conditions"][0]["lastTransitionTime"] = json!("2026-11-29T11:00:00Z");
+    later["metadata"]["resourceVersion"] = json!("999");
+    assert_eq!(placed(&kube_pod(later)), first);
+}
+
+mod index {
+    use waterline_core::{Millis, Policy};
+
+    use super::*;
+    use crate::sources::kube::Index;
+
+    fn index() -> (ClusterState, PodIndex) {
+        let state = ClusterState::default();
+        let index = PodIndex::new(state.clone(), PolicyHandle::new(Policy::default()));
+        (state, index)
+    }
+
+    fn uids(state: &ClusterState) -> Vec<String> {
+        let listed = state.list(&[], UnixMillis(0), Millis(0));
+        let mut uids: Vec<String> = listed.ledger.into_iter().map(|e| e.pod_uid).collect();
+        uids.sort();
+        uids
+    }
+
+    fn reserve(uid: &str) -> LedgerEntry {
+        LedgerEntry {
+            uid: uid.into(),
+            namespace: "shop".into(),
+            name: "web-0".into(),
+            node: "node-1".into(),
+            placed_at: UnixMillis::now(),
+            usage: Default::default(),
+            source: LedgerSource::Reserve,
+            labels: Default::default(),
+        }
+    }
+
+    #[test]
+    fn an_unbound_pod_keeps_its_reservation_until_bound_finished_or_deleted() {
+        let (state, mut index) = index();
+        state.place(reserve("uid-web-0"));
+        let mut pending = running("1", "1Gi");
+        pending["spec"].as_object_mut().unwrap().remove("nodeName");
+        pending["status"] = json!({"phase": "Pending"});
+        index.apply(kube_pod(pending));
+        assert_eq!(uids(&state), vec!["uid-web-0"], "the bind may be under way");
+
+        // Bound: the watch confirms the placement.
+        index.apply(kube_pod(running("1", "1Gi")));
+        let listed = state.list(&[], UnixMillis(0), Millis(0));
+        assert_eq!(listed.ledger[0].source, waterline_api::v1::LedgerSource::Watch as i32);
+
+        let mut done = running("1", "1Gi");
+        done["status"]["phase"] = json!("Succeeded");
+        index.apply(kube_pod(done));
+        assert!(uids(&state).is_empty());
+
+        // A finished pod releases a reservation the watch never confirmed, and so does a
+        // deletion.
+        state.place(reserve("uid-web-0"));
+        let mut failed = running("1", "1Gi");
+        failed["status"]["phase"] = json!("Failed");
+        index.apply(kube_pod(failed));
+        assert!(uids(&state).is_empty());
+        state.place(reserve("uid-web-0"));
+        index.delete(kube_pod(running("1", "1Gi")));
+        assert!(uids(&state).is_empty());
+    }
+
+    #[test]
+    fn a_relist_replaces_the_watched_view_and_marks_the_index_synced() {
+        let (state, mut index) = index();
+        let synced = index.synced();
+        let mut other = running("1", "1Gi");
+        other["metadata"]["uid"] = json!("uid-other");
+        index.apply(kube_pod(other));
+        assert!(!*synced.borrow());
+
+        index.init();
+        index.init_apply(kube_pod(running("lots", "1Gi"))); // malformed: skipped
+        index.init_apply(kube_pod(running("1", "1Gi")));
+        assert_eq!(uids(&state), vec!["uid-other"], "nothing changes before the list is done");
+        index.init_done();
+        assert_eq!(uids(&state), vec!["uid-web-0"]);
+        assert!(*synced.borrow());
+    }
+}
