@@ -1,0 +1,491 @@
+package e2e
+
+// Scenario tests: a real control plane (harness/), a real Prometheus scraping
+// the fake exporter, the real waterline binaries, and a real kube-scheduler
+// whose profile `waterline-scheduler` calls waterline-extender. See README.md.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+)
+
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scenario: starts a control plane, Prometheus and the waterline binaries; skipped with -short")
+	}
+}
+
+// The scheduler profile used by the scenarios: the extender decides the
+// ranking (every in-tree Score plugin disabled), every node is scored.
+func waterlineSched(s *stack) schedSpec {
+	return schedSpec{ExtenderURL: s.extenderURL(), DisableScoring: true, PercentageToScore: 100}
+}
+
+// TestHotNodeAvoided: 10 nodes. First every node is hot (90 % cpu): a pod
+// stays Pending and its FailedScheduling event and PodScheduled condition
+// name the metric. Then all nodes but node-3 cool down to 10-28 %: 10 pods
+// schedule and none lands on node-3.
+func TestHotNodeAvoided(t *testing.T) {
+	skipShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const hot = 3
+	s := newStack(ctx, t, stackOptions{
+		Nodes:      10,
+		CPUBusy:    func(i int) float64 { return 0.9 },
+		MemoryUsed: 0.2,
+		Policy: policySpec{
+			Metrics: []metricSpec{withFilter(cpuAvg5m, 65), withFilter(memAvg5m, 65)},
+			Ledger:  true,
+		},
+		WaitMetrics: true,
+	})
+	s.waitMetrics(func(_ string, m map[string]float64) bool { return m["cpu_usage_avg_5m"] > 80 }, "every node above 80 % cpu")
+	s.startScheduler(waterlineSched(s))
+
+	// --- every node hot: Pending, the reason names the metric
+	ns := "default"
+	s.createPods([]*v1.Pod{newPod(ns, "all-hot")}, 1)
+	var msg string
+	err := waitFor(ctx, 60*time.Second, 500*time.Millisecond, "FailedScheduling event for all-hot", func() (bool, error) {
+		evs, err := s.cluster.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.AndSelectors(
+				fields.OneTermEqualSelector("involvedObject.name", "all-hot"),
+				fields.OneTermEqualSelector("reason", "FailedScheduling"),
+			).String(),
+		})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			msg = e.Message
+			if strings.Contains(e.Message, "cpu_usage_avg_5m") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("%v; last event message %q; %s", err, msg, s.podConditions(ns, "all-hot"))
+	}
+	t.Logf("all hot: FailedScheduling: %s", msg)
+	p, err := s.cluster.Client.CoreV1().Pods(ns).Get(ctx, "all-hot", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeName != "" {
+		t.Fatalf("all-hot was bound to %s although every node is above the threshold", p.Spec.NodeName)
+	}
+	condOK := false
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && strings.Contains(c.Message, "cpu_usage_avg_5m") {
+			condOK = true
+			t.Logf("all hot: PodScheduled=False %s: %s", c.Reason, c.Message)
+		}
+	}
+	if !condOK {
+		t.Errorf("PodScheduled condition does not name the metric: %s", s.podConditions(ns, "all-hot"))
+	}
+	gp := int64(0)
+	if err := s.cluster.Client.CoreV1().Pods(ns).Delete(ctx, "all-hot", metav1.DeleteOptions{GracePeriodSeconds: &gp}); err != nil {
+		t.Fatal(err)
+	}
+
+	// --- one hot node among cool ones
+	for i := 0; i < 10; i++ {
+		if i != hot {
+			s.exporter.SetCPUBusy(nodeName(i), 0.10+0.02*float64(i))
+		}
+	}
+	hotName := nodeName(hot)
+	s.waitMetrics(func(n string, m map[string]float64) bool {
+		v, ok := m["cpu_usage_avg_5m"]
+		if n == hotName {
+			return ok && v > 80
+		}
+		return ok && v < 50
+	}, "all nodes but node-3 below 50 % cpu")
+	names := podNames("cool", 10)
+	var pods []*v1.Pod
+	for _, n := range names {
+		pods = append(pods, newPod(ns, n))
+	}
+	s.createPods(pods, 10)
+	placed := s.waitScheduled(ns, names, 90*time.Second)
+	counts := s.countPerNode(placed)
+	t.Logf("one hot node: placements %s", fmtCounts(counts))
+	if counts[hotName] != 0 {
+		t.Errorf("%d pods landed on the hot node %s (90 %% cpu, threshold 65 %%)", counts[hotName], hotName)
+	}
+}
+
+func withFilter(m metricSpec, above float64) metricSpec {
+	m.FilterAbove = above
+	return m
+}
+
+
+// deletePods force-deletes the pods of ns matching selector and waits until
+// the collector's ledger no longer holds any of them.
+func (s *stack) deletePods(ns, selector string) {
+	s.t.Helper()
+	gp := int64(0)
+	if err := s.cluster.Client.CoreV1().Pods(ns).DeleteCollection(s.ctx, metav1.DeleteOptions{GracePeriodSeconds: &gp}, metav1.ListOptions{LabelSelector: selector}); err != nil {
+		s.t.Fatal(err)
+	}
+	err := waitFor(s.ctx, 60*time.Second, 300*time.Millisecond, "pods and ledger entries gone", func() (bool, error) {
+		list, err := s.cluster.Client.CoreV1().Pods(ns).List(s.ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil || len(list.Items) > 0 {
+			return false, err
+		}
+		if !s.kubeWatch {
+			return true, nil
+		}
+		l, err := s.ledger()
+		if err != nil {
+			return false, err
+		}
+		for _, e := range l {
+			if e.GetNamespace() == ns {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// burst creates n pods at once (one API call each, all in flight together)
+// and returns the placements per node.
+func (s *stack) burst(ns, prefix string, n int, opts ...podOpt) map[string]int {
+	s.t.Helper()
+	names := podNames(prefix, n)
+	pods := make([]*v1.Pod, n)
+	for i, name := range names {
+		pods[i] = newPod(ns, name, append([]podOpt{withLabels("burst", prefix)}, opts...)...)
+	}
+	t0 := time.Now()
+	s.createPods(pods, n)
+	placed := s.waitScheduled(ns, names, 3*time.Minute)
+	s.t.Logf("burst %s: %d pods created and bound in %v", prefix, n, time.Since(t0).Round(time.Millisecond))
+	return s.countPerNode(placed)
+}
+
+// TestBurstLedger: 8 nodes at 50, 51.5, ... 60.5 % cpu (above the water-level
+// target 40, so a lower level scores higher; 1.5-point steps give every node
+// a distinct integer score). 40 pods (cpu request 100m, limit 500m: estimate
+// 425m = 5.3 % of an 8-core node each) are created at once.
+//
+// With the ledger (fed by the collector's pod watch with PodScheduled
+// times) every placement raises its node's predicted level by 5.3 points, so
+// the pods water-fill the nodes: the ideal final spread is 6,6,5,5,5,5,4,4
+// (max-min 2). The scheduler places pods faster than a placement travels
+// API server -> pod watch -> collector -> WatchNodes -> scorer, so a few
+// pods are decided on a stale ledger; the bound allows that (max-min <= 5
+// and no node above 10, a quarter of the burst).
+//
+// With `ledger: {enabled: false}` nothing changes between two pods: every pod
+// sees node-0 as best and the pile-up shows (asserted: max >= 30, 3/4 of the
+// burst, on one node).
+func TestBurstLedger(t *testing.T) {
+	skipShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const nodes, pods = 8, 40
+	pol := policySpec{Metrics: []metricSpec{cpuAvg5m}, Ledger: true, ScoreMapping: "rescale"}
+	s := newStack(ctx, t, stackOptions{
+		Nodes:       nodes,
+		CPUBusy:     func(i int) float64 { return 0.50 + 0.015*float64(i) },
+		Policy:      pol,
+		WaitMetrics: true,
+	})
+	if !s.kubeWatch {
+		t.Fatalf("BLOCKED: waterline-collector has no --kubeconfig: no pod watch feeds the ledger")
+	}
+	s.startScheduler(waterlineSched(s))
+	ns := "default"
+	podOpts := []podOpt{withCPU("100m", "500m")}
+
+	with := s.burst(ns, "ledger-on", pods, podOpts...)
+	loW, hiW := minMax(with)
+	t.Logf("ledger on : %s (min %d, max %d)", fmtCounts(with), loW, hiW)
+	s.deletePods(ns, "burst=ledger-on")
+
+	// Ledger off: restart collector and scorer on the new policy.
+	pol.Ledger = false
+	s.writePolicy(pol)
+	s.collector.Restart()
+	waitReady(ctx, t, s.collector, s.collectorAdmin, 60*time.Second)
+	s.scorer.Restart()
+	waitReady(ctx, t, s.scorer, s.scorerAdmin, 60*time.Second)
+	s.waitMetrics(func(_ string, m map[string]float64) bool { _, ok := m["cpu_usage_avg_5m"]; return ok }, "metrics after restart")
+
+	without := s.burst(ns, "ledger-off", pods, podOpts...)
+	loO, hiO := minMax(without)
+	t.Logf("ledger off: %s (min %d, max %d)", fmtCounts(without), loO, hiO)
+
+	writeResult(t, "burst.txt", fmt.Sprintf("%s burst %d pods on %d nodes\nledger on : %s (max-min %d)\nledger off: %s (max-min %d)\n",
+		time.Now().UTC().Format(time.RFC3339), pods, nodes, fmtCounts(with), hiW-loW, fmtCounts(without), hiO-loO))
+
+	if hiW-loW > 5 || hiW > 10 {
+		t.Errorf("ledger on: spread %s has max-min %d (want <= 5) or max %d (want <= 10)", fmtCounts(with), hiW-loW, hiW)
+	}
+	if hiO < 30 {
+		t.Errorf("ledger off: expected the pile-up on the best node (max >= 30), got %s", fmtCounts(without))
+	}
+	if hiO-loO <= hiW-loW {
+		t.Errorf("ledger off (max-min %d) is not worse than ledger on (max-min %d)", hiO-loO, hiW-loW)
+	}
+}
+
+// TestAntiColocation: 4 nodes; pods sharing a waterline.io/spread-group value
+// never share a node: a pair created one after the other, and a group of 4
+// created at once (one per node); a 5th member of that group has no node left
+// and stays Pending with a reason.
+func TestAntiColocation(t *testing.T) {
+	skipShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	s := newStack(ctx, t, stackOptions{
+		Nodes:       4,
+		CPUBusy:     func(i int) float64 { return 0.20 + 0.01*float64(i) },
+		Policy:      policySpec{Metrics: []metricSpec{cpuAvg5m, memAvg5m}, Ledger: true},
+		WaitMetrics: true,
+	})
+	if !s.kubeWatch {
+		t.Fatalf("BLOCKED: waterline-collector has no --kubeconfig: no pod watch, the scorer cannot see placed pods' labels")
+	}
+	s.startScheduler(waterlineSched(s))
+	ns := "default"
+
+	// One after the other.
+	s.createPods([]*v1.Pod{newPod(ns, "pair-0", withLabels(spreadKey, "pair"))}, 1)
+	first := s.waitScheduled(ns, []string{"pair-0"}, 60*time.Second)
+	// Let the placement reach the scorer through the pod watch.
+	s.waitLedger(ns, "pair-0")
+	s.createPods([]*v1.Pod{newPod(ns, "pair-1", withLabels(spreadKey, "pair"))}, 1)
+	second := s.waitScheduled(ns, []string{"pair-1"}, 60*time.Second)
+	t.Logf("pair: pair-0 on %s, pair-1 on %s", first["pair-0"], second["pair-1"])
+	if first["pair-0"] == second["pair-1"] {
+		t.Errorf("pair-0 and pair-1 (same %s) share node %s", spreadKey, first["pair-0"])
+	}
+
+	// Four at once.
+	names := podNames("group", 4)
+	var pods []*v1.Pod
+	for _, n := range names {
+		pods = append(pods, newPod(ns, n, withLabels(spreadKey, "group")))
+	}
+	s.createPods(pods, 4)
+	placed := s.waitScheduled(ns, names, 90*time.Second)
+	counts := s.countPerNode(placed)
+	t.Logf("group of 4 created at once: %s", fmtCounts(counts))
+	for n, c := range counts {
+		if c > 1 {
+			t.Errorf("%d pods of spread group 'group' share node %s (%s)", c, n, fmtCounts(counts))
+		}
+	}
+
+	// A fifth: no node without a 'group' pod.
+	for _, n := range names {
+		s.waitLedger(ns, n)
+	}
+	s.createPods([]*v1.Pod{newPod(ns, "group-extra", withLabels(spreadKey, "group"))}, 1)
+	msg := s.waitFailedScheduling(ns, "group-extra", "", 60*time.Second)
+	t.Logf("group-extra: %s", msg)
+	if p, _ := s.cluster.Client.CoreV1().Pods(ns).Get(ctx, "group-extra", metav1.GetOptions{}); p != nil && p.Spec.NodeName != "" {
+		t.Errorf("group-extra bound to %s although every node holds a 'group' pod", p.Spec.NodeName)
+	}
+}
+
+// waitLedger waits until the collector's ledger holds ns/name.
+func (s *stack) waitLedger(ns, name string) {
+	s.t.Helper()
+	err := waitFor(s.ctx, 30*time.Second, 100*time.Millisecond, "ledger entry "+ns+"/"+name, func() (bool, error) {
+		l, err := s.ledger()
+		if err != nil {
+			return false, err
+		}
+		for _, e := range l {
+			if e.GetNamespace() == ns && e.GetName() == name {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// waitFailedScheduling waits for a FailedScheduling event of the pod whose
+// message contains want (any message when want is empty); returns it.
+func (s *stack) waitFailedScheduling(ns, pod, want string, timeout time.Duration) string {
+	s.t.Helper()
+	var msg string
+	err := waitFor(s.ctx, timeout, 500*time.Millisecond, "FailedScheduling event for "+pod, func() (bool, error) {
+		evs, err := s.cluster.Client.CoreV1().Events(ns).List(s.ctx, metav1.ListOptions{
+			FieldSelector: fields.AndSelectors(
+				fields.OneTermEqualSelector("involvedObject.name", pod),
+				fields.OneTermEqualSelector("reason", "FailedScheduling"),
+			).String(),
+		})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			msg = e.Message
+			if strings.Contains(e.Message, want) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		s.t.Fatalf("%v; last event message %q; %s", err, msg, s.podConditions(ns, pod))
+	}
+	return msg
+}
+
+// writeResult writes tests/e2e/results/<name> (git-ignored).
+func writeResult(t *testing.T, name, text string) {
+	dir := filepath.Join(repoRoot(), "tests", "e2e", "results")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("results dir: %v", err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+		t.Logf("write result: %v", err)
+	}
+}
+
+// TestFailureRecovery: 10 nodes, node-3 at 90 % cpu.
+//  1. the stack works: 5 pods, none on node-3;
+//  2. the scorer is killed (SIGKILL): 10 pods still schedule (the extender
+//     answers neutrally after its scorer timeout; the scheduler has it as
+//     ignorable);
+//  3. the scorer is restarted: 10 pods, none on node-3 (waterline decides again);
+//  4. the collector is restarted (SIGTERM): its ledger is rebuilt from the pod
+//     list with the same pods, nodes and placement times (ListNodes before/after),
+//     and 5 more pods still avoid node-3.
+func TestFailureRecovery(t *testing.T) {
+	skipShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const hot = 3
+	hotName := nodeName(hot)
+	s := newStack(ctx, t, stackOptions{
+		Nodes: 10,
+		CPUBusy: func(i int) float64 {
+			if i == hot {
+				return 0.9
+			}
+			return 0.10 + 0.02*float64(i)
+		},
+		MemoryUsed:  0.2,
+		Policy:      policySpec{Metrics: []metricSpec{withFilter(cpuAvg5m, 65), withFilter(memAvg5m, 65)}, Ledger: true},
+		WaitMetrics: true,
+	})
+	s.waitMetrics(func(n string, m map[string]float64) bool {
+		return n != hotName || m["cpu_usage_avg_5m"] > 65
+	}, "node-3 above the threshold")
+	s.startScheduler(waterlineSched(s))
+	ns := "default"
+	batch := func(prefix string, n int) map[string]int {
+		names := podNames(prefix, n)
+		var pods []*v1.Pod
+		for _, name := range names {
+			pods = append(pods, newPod(ns, name))
+		}
+		t0 := time.Now()
+		s.createPods(pods, n)
+		c := s.countPerNode(s.waitScheduled(ns, names, 2*time.Minute))
+		t.Logf("%s: %d pods bound in %v: %s", prefix, n, time.Since(t0).Round(time.Millisecond), fmtCounts(c))
+		return c
+	}
+
+	// 1. baseline
+	if c := batch("before", 5); c[hotName] != 0 {
+		t.Errorf("before: %d pods on the hot node", c[hotName])
+	}
+
+	// 2. scorer down
+	s.scorer.Kill()
+	down := batch("scorer-down", 10)
+	t.Logf("scorer down: %d of 10 pods on the hot node (neutral answers: any node may win)", down[hotName])
+
+	// 3. scorer back
+	s.scorer.Restart()
+	waitReady(ctx, t, s.scorer, s.scorerAdmin, 60*time.Second)
+	if c := batch("scorer-back", 10); c[hotName] != 0 {
+		t.Errorf("scorer back: %d pods on the hot node", c[hotName])
+	}
+
+	// 4. collector restart: same ledger
+	if !s.kubeWatch {
+		t.Fatalf("BLOCKED: waterline-collector has no --kubeconfig: no pod watch to rebuild the ledger from")
+	}
+	for _, p := range append(append(podNames("before", 5), podNames("scorer-down", 10)...), podNames("scorer-back", 10)...) {
+		s.waitLedger(ns, p)
+	}
+	before, err := s.ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.collector.Restart()
+	waitReady(ctx, t, s.collector, s.collectorAdmin, 60*time.Second)
+	var after map[string]*wlv1LedgerEntry
+	err = waitFor(ctx, 60*time.Second, 300*time.Millisecond, "ledger rebuilt", func() (bool, error) {
+		l, err := s.ledger()
+		if err != nil {
+			return false, err
+		}
+		after = l
+		for uid := range before {
+			if _, ok := l[uid]; !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("%v: before %d entries, after %d", err, len(before), len(after))
+	}
+	same := 0
+	for uid, b := range before {
+		a := after[uid]
+		if !a.GetPlacedAt().AsTime().Equal(b.GetPlacedAt().AsTime()) || a.GetNodeName() != b.GetNodeName() {
+			t.Errorf("ledger entry %s/%s changed across the collector restart: before %s on %s (%v), after %s on %s (%v)",
+				b.GetNamespace(), b.GetName(), b.GetPlacedAt().AsTime().Format(time.RFC3339Nano), b.GetNodeName(), b.GetSource(),
+				a.GetPlacedAt().AsTime().Format(time.RFC3339Nano), a.GetNodeName(), a.GetSource())
+			continue
+		}
+		same++
+	}
+	t.Logf("collector restart: %d/%d ledger entries kept pod, node and placed_at (e.g. %s)", same, len(before), sampleEntry(before))
+	if len(after) != len(before) {
+		t.Errorf("ledger has %d entries after the restart, %d before", len(after), len(before))
+	}
+	if c := batch("collector-back", 5); c[hotName] != 0 {
+		t.Errorf("after collector restart: %d pods on the hot node", c[hotName])
+	}
+}
+
+func sampleEntry(l map[string]*wlv1LedgerEntry) string {
+	for _, e := range l {
+		return fmt.Sprintf("%s/%s on %s placed_at %s source %v absorb_remaining %v", e.GetNamespace(), e.GetName(), e.GetNodeName(),
+			e.GetPlacedAt().AsTime().Format(time.RFC3339), e.GetSource(), e.GetAbsorbRemaining().AsDuration().Round(time.Second))
+	}
+	return "(empty)"
+}

@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	wlv1 "github.com/waterline/waterline/plugin/gen/waterline/v1"
+)
+
+type wlv1LedgerEntry = wlv1.LedgerEntry
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// TestThroughput: N fake nodes (WATERLINE_E2E_TP_NODES, default 1000), M pods
+// per run (WATERLINE_E2E_TP_PODS, default 1000). The collector reads node
+// usage from a --static file (a Prometheus scraping 1000 targets every second
+// would measure the machine, not the scheduler) and watches pods. Each run
+// creates its M pods with the scheduler stopped, then starts kube-scheduler
+// and measures bindings from the first to the last (pods/s, as scheduler_perf
+// counts them: spec.nodeName set, seen by a watch). Runs:
+//   - baseline: the default plugins, no extender;
+//   - extender: the same profile + the waterline extender (filter + prioritize);
+//   - waterline: the extender with in-tree scoring disabled (the suite's profile).
+//
+// Reported with t.Logf and written to tests/e2e/results/throughput.txt; no
+// pass/fail threshold.
+func TestThroughput(t *testing.T) {
+	skipShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	nodes := envInt("WATERLINE_E2E_TP_NODES", 1000)
+	pods := envInt("WATERLINE_E2E_TP_PODS", 1000)
+
+	static := filepath.Join(t.TempDir(), "static.yaml")
+	var b strings.Builder
+	b.WriteString("nodes:\n")
+	for i := 0; i < nodes; i++ {
+		fmt.Fprintf(&b, "  - {name: %s, capacity: {cpu: 8, memory: 32Gi}, metrics: {cpu_usage_avg_5m: %d, mem_usage_avg_5m: %d}}\n",
+			nodeName(i), 10+(i*37)%50, 20+(i*11)%30)
+	}
+	if err := os.WriteFile(static, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(ctx, t, stackOptions{
+		Nodes:       nodes,
+		StaticFile:  static,
+		Policy:      policySpec{Metrics: []metricSpec{withFilter(cpuAvg5m, 65), withFilter(memAvg5m, 65)}, Ledger: true},
+		WaitMetrics: true,
+	})
+
+	type run struct {
+		name string
+		spec schedSpec
+	}
+	runs := []run{
+		{"baseline (default plugins, no extender)", schedSpec{}},
+		{"extender (default plugins + waterline extender)", schedSpec{ExtenderURL: s.extenderURL()}},
+		{"waterline profile (extender, in-tree scoring off)", schedSpec{ExtenderURL: s.extenderURL(), DisableScoring: true}},
+	}
+	binKind := filepath.Base(binDir())
+	var report strings.Builder
+	fmt.Fprintf(&report, "%s throughput: %d fake nodes, %d pods per run, percentageOfNodesToScore adaptive, waterline binaries from %s (%s)\n",
+		time.Now().UTC().Format(time.RFC3339), nodes, pods, binDir(), binKind)
+	results := map[string]float64{}
+	for i, r := range runs {
+		ns := fmt.Sprintf("tp-%d", i)
+		s.ensureNamespace(ns)
+		names := podNames("p", pods)
+		ps := make([]*v1.Pod, pods)
+		for j, n := range names {
+			ps[j] = newPod(ns, n, withCPU("10m", ""))
+		}
+		tc := time.Now()
+		s.createPods(ps, 32)
+		t.Logf("%s: %d pods created in %v", r.name, pods, time.Since(tc).Round(time.Millisecond))
+
+		res := s.measureBindings(ns, pods, func() { s.startScheduler(r.spec) })
+		s.stopScheduler()
+		line := fmt.Sprintf("%-52s %7.1f pods/s average (first to last bind %v; p50 of 1 s samples %.0f pods/s)",
+			r.name+":", res.avg, res.span.Round(time.Millisecond), res.p50)
+		t.Log(line)
+		fmt.Fprintln(&report, line)
+		results[r.name] = res.avg
+	}
+	base := results[runs[0].name]
+	if base > 0 {
+		for _, r := range runs[1:] {
+			line := fmt.Sprintf("%-52s %6.1f %% of baseline", r.name+":", 100*results[r.name]/base)
+			t.Log(line)
+			fmt.Fprintln(&report, line)
+		}
+	}
+	writeResult(t, "throughput.txt", report.String())
+}
+
+type tpResult struct {
+	avg  float64
+	p50  float64
+	span time.Duration
+}
+
+// measureBindings watches ns, calls start, and waits until n pods have
+// spec.nodeName; throughput is measured from the first to the last binding.
+func (s *stack) measureBindings(ns string, n int, start func()) tpResult {
+	s.t.Helper()
+	list, err := s.cluster.Client.CoreV1().Pods(ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	w, err := s.cluster.Client.CoreV1().Pods(ns).Watch(s.ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer w.Stop()
+	bound := map[string]bool{}
+	for _, p := range list.Items {
+		if p.Spec.NodeName != "" {
+			bound[p.Name] = true
+		}
+	}
+	start()
+	var times []time.Time
+	timeout := time.After(10 * time.Minute)
+	for len(bound) < n {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				s.t.Fatalf("pod watch closed after %d bindings", len(bound))
+			}
+			if ev.Type != watch.Modified && ev.Type != watch.Added {
+				continue
+			}
+			p, ok := ev.Object.(*v1.Pod)
+			if !ok || p.Spec.NodeName == "" || bound[p.Name] {
+				continue
+			}
+			bound[p.Name] = true
+			times = append(times, time.Now())
+		case <-timeout:
+			s.t.Fatalf("only %d of %d pods bound after 10 minutes", len(bound), n)
+		}
+	}
+	if len(times) < 2 {
+		return tpResult{}
+	}
+	span := times[len(times)-1].Sub(times[0])
+	res := tpResult{span: span, avg: float64(len(times)-1) / span.Seconds()}
+	// 1 s samples (scheduler_perf style): bindings per second, first and last partial seconds dropped.
+	var samples []float64
+	t0 := times[0]
+	buckets := map[int]int{}
+	last := 0
+	for _, tm := range times {
+		k := int(tm.Sub(t0) / time.Second)
+		buckets[k]++
+		last = k
+	}
+	for k := 1; k < last; k++ {
+		samples = append(samples, float64(buckets[k]))
+	}
+	if len(samples) > 0 {
+		sort.Float64s(samples)
+		res.p50 = samples[len(samples)/2]
+	} else {
+		res.p50 = res.avg
+	}
+	return res
+}
