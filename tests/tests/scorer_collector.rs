@@ -307,3 +307,54 @@ async fn static_file_edits_reach_the_scorer() -> Result<()> {
     .await?;
     Ok(())
 }
+
+/// Service names listed by server reflection; the two protocol versions have identical
+/// shapes in different modules, hence the macro.
+macro_rules! list_services {
+    ($version:ident, $channel:expr) => {{
+        use tonic_reflection::pb::$version::{
+            ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
+            server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
+        };
+        let request = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let mut stream = ServerReflectionClient::new($channel)
+            .server_reflection_info(tokio_stream::iter([request]))
+            .await?
+            .into_inner();
+        match stream.message().await?.and_then(|m| m.message_response) {
+            Some(MessageResponse::ListServicesResponse(list)) => {
+                list.service.into_iter().map(|s| s.name).collect::<Vec<String>>()
+            }
+            other => anyhow::bail!("unexpected reflection answer {other:?}"),
+        }
+    }};
+}
+
+async fn reflected_services(service: &Service, v1alpha: bool) -> Result<Vec<String>> {
+    let channel = service.channel().await?;
+    let mut names =
+        if v1alpha { list_services!(v1alpha, channel) } else { list_services!(v1, channel) };
+    names.sort();
+    Ok(names)
+}
+
+/// What `grpcurl list` shows: both protocol versions, since grpcurl builds before 1.8.7
+/// speak only v1alpha.
+#[tokio::test]
+async fn reflection_lists_the_services_in_both_protocol_versions() -> Result<()> {
+    let pair = start_pair(SINGLE_METRIC_TARGET_20, &huge_nodes(&[("n1", 10.0)]), &[]).await?;
+    for (service, own) in [
+        (&pair.scorer, "waterline.v1.ScorerService"),
+        (&pair.collector, "waterline.v1.CollectorService"),
+    ] {
+        for v1alpha in [false, true] {
+            let names = reflected_services(service, v1alpha).await?;
+            assert!(names.contains(&own.to_string()), "{own} missing from {names:?}");
+            assert!(names.contains(&"grpc.health.v1.Health".to_string()), "{names:?}");
+        }
+    }
+    Ok(())
+}
