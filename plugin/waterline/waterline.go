@@ -161,7 +161,7 @@ func (pl *Waterline) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	// The feasible set is every requested node that was not rejected. A node the scorer
 	// named in neither list would be a contract breach; the filter is advisory, so such a
 	// node is kept rather than silently dropped.
-	feasible := sets.New[string]()
+	feasible := make(sets.Set[string], max(len(names)-len(rejected), 0))
 	for _, n := range names {
 		if _, out := rejected[n]; !out {
 			feasible.Insert(n)
