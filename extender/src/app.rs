@@ -1,0 +1,137 @@
+//! Wiring: policy, scorer channel, optional Kubernetes client, HTTP and admin servers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::post;
+use prometheus_client::registry::Registry;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+use waterline_api::v1::scorer_service_client::ScorerServiceClient;
+use waterline_core::Policy;
+use waterline_runtime::admin::Admin;
+use waterline_runtime::policy::{PolicyHandle, ReloadMetrics};
+use waterline_runtime::{logging, shutdown_signal};
+
+use crate::args::Args;
+use crate::bind::Binder;
+use crate::handlers::{Extender, HttpError, Metrics, routes};
+
+/// `/waterline/v1/` → `/waterline/v1`; `` and `/` → `` (verbs at the root).
+fn normalize_prefix(prefix: &str) -> String {
+    let trimmed = prefix.trim_matches('/');
+    if trimmed.is_empty() { String::new() } else { format!("/{trimmed}") }
+}
+
+/// The extender's routes under `prefix`; anything else is a 404 in the wire's error shape.
+pub fn router(extender: Arc<Extender>, prefix: &str) -> Router {
+    let prefix = normalize_prefix(prefix);
+    Router::new()
+        .route(&format!("{prefix}/filter"), post(routes::filter))
+        .route(&format!("{prefix}/prioritize"), post(routes::prioritize))
+        .route(&format!("{prefix}/preempt"), post(routes::preempt))
+        .route(&format!("{prefix}/bind"), post(routes::bind))
+        .fallback(|| async {
+            HttpError { status: StatusCode::NOT_FOUND, message: "no such extender verb".into() }
+        })
+        .with_state(extender)
+}
+
+fn scorer_endpoint(args: &Args) -> anyhow::Result<Endpoint> {
+    let mut endpoint = Endpoint::from_shared(args.scorer_url.clone())
+        .with_context(|| format!("--scorer-url {}", args.scorer_url))?
+        .connect_timeout(Duration::from_secs(1))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true);
+    if args.scorer_url.starts_with("https://") {
+        let mut tls = ClientTlsConfig::new();
+        if let Some(ca) = &args.scorer_ca {
+            let pem = std::fs::read(ca).with_context(|| format!("--scorer-ca {}", ca.display()))?;
+            tls = tls.ca_certificate(Certificate::from_pem(pem));
+        }
+        endpoint = endpoint.tls_config(tls)?;
+    }
+    Ok(endpoint)
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    logging::init(args.common.log_format);
+    if args.common.tls_cert.is_some() {
+        anyhow::bail!(
+            "--tls-cert: the extender serves plain HTTP (it runs beside kube-scheduler on \
+             localhost); TLS on this listener is not implemented yet"
+        );
+    }
+    let policy = match &args.policy {
+        Some(path) => waterline_runtime::policy::load(path)?,
+        None => Policy::default(),
+    };
+    let policy = PolicyHandle::new(policy);
+
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let reload_metrics = ReloadMetrics::register(&mut registry);
+    let admin = Admin::new(registry);
+
+    if let Some(path) = args.policy.clone() {
+        tokio::spawn(waterline_runtime::policy::watch(
+            path,
+            policy.clone(),
+            reload_metrics,
+            Duration::from_secs(2),
+            |_| {},
+        ));
+    }
+
+    let binder = if args.enable_bind {
+        Some(Binder::from_environment().await.context("--enable-bind: Kubernetes client")?)
+    } else {
+        None
+    };
+    let channel = scorer_endpoint(&args)?.connect_lazy();
+    let extender = Arc::new(Extender {
+        scorer: ScorerServiceClient::new(channel),
+        scorer_timeout: args.scorer_timeout,
+        scheduler_names: args.scheduler_names.iter().map(|s| s.trim().to_owned()).collect(),
+        max_nodes: args.max_nodes,
+        max_body: args.max_body,
+        policy,
+        metrics,
+        binder,
+    });
+
+    tokio::spawn(admin.clone().serve(args.admin_addr, shutdown_signal()));
+    let listener = tokio::net::TcpListener::bind(args.http_addr)
+        .await
+        .with_context(|| format!("--http-addr {}", args.http_addr))?;
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        prefix = %normalize_prefix(&args.prefix),
+        scorer = %args.scorer_url,
+        scheduler_names = ?args.scheduler_names,
+        "extender listening"
+    );
+    // Ready once listening: a scorer that is down is answered neutrally, not waited for.
+    admin.set_ready(true);
+    axum::serve(listener, router(extender, &args.prefix))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_prefix;
+
+    #[test]
+    fn prefixes_are_normalised() {
+        assert_eq!(normalize_prefix("/waterline/v1"), "/waterline/v1");
+        assert_eq!(normalize_prefix("waterline/v1/"), "/waterline/v1");
+        assert_eq!(normalize_prefix("/"), "");
+        assert_eq!(normalize_prefix(""), "");
+    }
+}

@@ -1,0 +1,83 @@
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use waterline_runtime::args::{CommonArgs, parse_addr};
+
+/// kube-scheduler HTTP extender backed by the waterline scorer.
+///
+/// Serves `<prefix>/filter`, `<prefix>/prioritize`, `<prefix>/preempt` and `<prefix>/bind`
+/// in the `k8s.io/kube-scheduler/extender/v1` wire format. When the scorer is unreachable or
+/// slower than --scorer-timeout, filter lets every node pass and prioritize scores every node
+/// equally (logged and counted in `waterline_extender_fallbacks_total`), so the scheduler keeps
+/// working; configure the extender with `ignorable: true` as a second line of defence.
+#[derive(Parser, Clone, Debug)]
+#[command(name = "waterline-extender", version)]
+pub struct Args {
+    /// HTTP listen address for the extender verbs.
+    #[arg(long, default_value = "0.0.0.0:8787", value_parser = parse_addr, env = "WATERLINE_HTTP_ADDR")]
+    pub http_addr: SocketAddr,
+
+    /// Admin listen address (/metrics, /live, /ready).
+    #[arg(long, default_value = "0.0.0.0:9103", value_parser = parse_addr, env = "WATERLINE_ADMIN_ADDR")]
+    pub admin_addr: SocketAddr,
+
+    /// Scorer to call (http:// or https://).
+    #[arg(long, default_value = "http://127.0.0.1:50051", env = "WATERLINE_SCORER_URL")]
+    pub scorer_url: String,
+
+    /// PEM CA that signs the scorer's certificate (for an https:// scorer URL).
+    #[arg(long, env = "WATERLINE_SCORER_CA")]
+    pub scorer_ca: Option<PathBuf>,
+
+    /// URL path prefix of the verbs; the scheduler's `urlPrefix` ends with it.
+    #[arg(long, default_value = "/waterline/v1", env = "WATERLINE_PREFIX")]
+    pub prefix: String,
+
+    /// Scheduler names (`spec.schedulerName`) this extender scores for, comma-separated.
+    /// Pods of any other scheduler get a neutral answer without a call to the scorer.
+    #[arg(
+        long,
+        default_value = "waterline-scheduler",
+        value_delimiter = ',',
+        env = "WATERLINE_SCHEDULER_NAMES"
+    )]
+    pub scheduler_names: Vec<String>,
+
+    /// Longest wait for the scorer before answering neutrally (keep it below the
+    /// scheduler's `httpTimeout`).
+    #[arg(long, default_value = "200ms", value_parser = parse_span, env = "WATERLINE_SCORER_TIMEOUT")]
+    pub scorer_timeout: Duration,
+
+    /// Largest request body accepted (413 above it), e.g. 64Mi. Names-only requests are
+    /// ~50 bytes per node; full NodeLists are 5-15 KiB per node.
+    #[arg(long, default_value = "64Mi", value_parser = parse_size, env = "WATERLINE_MAX_BODY")]
+    pub max_body: usize,
+
+    /// Policy file (YAML); only `extender.scoreMapping` is read. Reloaded on change.
+    #[arg(long, env = "WATERLINE_POLICY")]
+    pub policy: Option<PathBuf>,
+
+    /// Most candidate nodes accepted in one request (400 above it).
+    #[arg(long, default_value_t = 10_000, env = "WATERLINE_MAX_NODES")]
+    pub max_nodes: usize,
+
+    /// Serve the bind verb: create the pod's Binding through the Kubernetes API
+    /// (in-cluster config or KUBECONFIG), then Reserve it on the scorer. Off: bind answers an
+    /// Error. Needs RBAC to get pods and create pods/binding.
+    #[arg(long, env = "WATERLINE_ENABLE_BIND")]
+    pub enable_bind: bool,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+pub fn parse_span(text: &str) -> Result<Duration, String> {
+    waterline_core::time::parse_duration(text).map(|m| m.as_std())
+}
+
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let bytes = waterline_core::quantity::parse_bytes(text)?;
+    usize::try_from(bytes).map_err(|_| format!("'{text}' is too large"))
+}

@@ -1,0 +1,73 @@
+//! The optional bind verb: the scheduler hands the binding to the extender, which must create
+//! the pod's `pods/binding` subresource itself (extender.md §2.6), then records the placement
+//! with Reserve so the next pods see it at once.
+
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod as KubePod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Api;
+use kube::api::PostParams;
+
+use crate::handlers::Extender;
+use crate::pod::Pod;
+use crate::wire::BindingArgs;
+
+/// Creates Bindings through the Kubernetes API.
+pub struct Binder {
+    client: kube::Client,
+}
+
+impl Binder {
+    pub fn new(client: kube::Client) -> Self {
+        Binder { client }
+    }
+
+    /// In-cluster config, or KUBECONFIG / ~/.kube/config.
+    pub async fn from_environment() -> anyhow::Result<Self> {
+        Ok(Binder::new(kube::Client::try_default().await?))
+    }
+
+    /// GET the pod (for its resources), create its Binding, then Reserve. The error is the
+    /// message for the wire's `Error` field.
+    pub async fn bind(&self, ext: &Extender, args: &BindingArgs) -> Result<(), String> {
+        if args.pod_name.is_empty() || args.pod_namespace.is_empty() || args.node.is_empty() {
+            return Err("PodName, PodNamespace and Node are required".to_owned());
+        }
+        let pods: Api<KubePod> = Api::namespaced(self.client.clone(), &args.pod_namespace);
+        let object = pods.get(&args.pod_name).await.map_err(|e| format!("get pod: {e}"))?;
+        // The same reader as filter/prioritize, so Reserve sees the same requests.
+        let pod: Pod = serde_json::to_vec(&object)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .ok_or_else(|| "the pod could not be read".to_owned())?;
+        if !args.pod_uid.is_empty() && pod.metadata.uid != args.pod_uid {
+            return Err(format!(
+                "pod {}/{} has uid {}, not {}",
+                args.pod_namespace, args.pod_name, pod.metadata.uid, args.pod_uid
+            ));
+        }
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: Some(args.pod_name.clone()),
+                namespace: Some(args.pod_namespace.clone()),
+                uid: (!args.pod_uid.is_empty()).then(|| args.pod_uid.clone()),
+                ..Default::default()
+            },
+            target: ObjectReference {
+                api_version: Some("v1".to_owned()),
+                kind: Some("Node".to_owned()),
+                name: Some(args.node.clone()),
+                ..Default::default()
+            },
+        };
+        pods.create_subresource::<_, serde_json::Value>(
+            "binding",
+            &args.pod_name,
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+        .map_err(|e| format!("create binding: {e}"))?;
+        ext.reserve(pod.to_info(), &args.node).await;
+        Ok(())
+    }
+}

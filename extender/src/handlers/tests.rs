@@ -1,0 +1,377 @@
+//! The verbs through the real router (`Router::oneshot`) against an in-process fake scorer.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::body::Body;
+use axum::http::Request as HttpRequest;
+use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
+use tower::ServiceExt;
+use waterline_api::v1::scorer_service_server::{ScorerService, ScorerServiceServer};
+use waterline_core::Policy;
+use waterline_core::policy::ScoreMapping;
+
+use super::*;
+
+/// Answers from fixed tables; counts calls; optionally slow.
+#[derive(Default)]
+struct FakeScorer {
+    scores: HashMap<String, i64>,
+    rejected: HashMap<String, String>,
+    delay: Duration,
+    calls: Arc<AtomicUsize>,
+    last_pod: Arc<Mutex<Option<pb::PodInfo>>>,
+}
+
+#[tonic::async_trait]
+impl ScorerService for FakeScorer {
+    async fn filter(
+        &self,
+        request: GrpcRequest<pb::FilterRequest>,
+    ) -> Result<GrpcResponse<pb::FilterResponse>, Status> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        let request = request.into_inner();
+        *self.last_pod.lock().unwrap() = request.pod.clone();
+        let (rejected, feasible): (Vec<String>, Vec<String>) =
+            request.node_names.into_iter().partition(|n| self.rejected.contains_key(n));
+        Ok(GrpcResponse::new(pb::FilterResponse {
+            feasible_nodes: feasible,
+            rejected: rejected
+                .into_iter()
+                .map(|n| (n.clone(), self.rejected[&n].clone()))
+                .collect(),
+            snapshot_age: None,
+        }))
+    }
+
+    async fn score(
+        &self,
+        request: GrpcRequest<pb::ScoreRequest>,
+    ) -> Result<GrpcResponse<pb::ScoreResponse>, Status> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        let request = request.into_inner();
+        *self.last_pod.lock().unwrap() = request.pod.clone();
+        // Answer in reverse order: the extender must match by name.
+        let scores = request
+            .node_names
+            .iter()
+            .rev()
+            .map(|n| pb::NodeScore {
+                node_name: n.clone(),
+                score: self.scores.get(n).copied().unwrap_or(50),
+                terms: vec![],
+            })
+            .collect();
+        Ok(GrpcResponse::new(pb::ScoreResponse { scores, snapshot_age: None }))
+    }
+
+    async fn reserve(
+        &self,
+        _: GrpcRequest<pb::ReserveRequest>,
+    ) -> Result<GrpcResponse<pb::ReserveResponse>, Status> {
+        Ok(GrpcResponse::new(pb::ReserveResponse {}))
+    }
+
+    async fn unreserve(
+        &self,
+        _: GrpcRequest<pb::UnreserveRequest>,
+    ) -> Result<GrpcResponse<pb::UnreserveResponse>, Status> {
+        Ok(GrpcResponse::new(pb::UnreserveResponse {}))
+    }
+}
+
+struct Setup {
+    router: axum::Router,
+    extender: Arc<Extender>,
+    calls: Arc<AtomicUsize>,
+    last_pod: Arc<Mutex<Option<pb::PodInfo>>>,
+}
+
+async fn start_fake(fake: FakeScorer) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(ScorerServiceServer::new(fake))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    format!("http://{addr}")
+}
+
+fn dead_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("http://{addr}")
+}
+
+fn extender(
+    url: String,
+    mapping: ScoreMapping,
+    timeout: Duration,
+    max_body: usize,
+) -> Arc<Extender> {
+    let channel = tonic::transport::Endpoint::from_shared(url).unwrap().connect_lazy();
+    let policy = Policy { extender_score_mapping: mapping, ..Policy::default() };
+    Arc::new(Extender {
+        scorer: ScorerServiceClient::new(channel),
+        scorer_timeout: timeout,
+        scheduler_names: ["waterline-scheduler".to_owned()].into(),
+        max_nodes: 5,
+        max_body,
+        policy: PolicyHandle::new(policy),
+        metrics: Metrics::register(&mut Registry::default()),
+        binder: None,
+    })
+}
+
+async fn setup_with(fake: FakeScorer, mapping: ScoreMapping) -> Setup {
+    let calls = fake.calls.clone();
+    let last_pod = fake.last_pod.clone();
+    let url = start_fake(fake).await;
+    let extender = extender(url, mapping, Duration::from_secs(2), 1 << 20);
+    Setup { router: crate::router(extender.clone(), "/waterline/v1"), extender, calls, last_pod }
+}
+
+async fn setup() -> Setup {
+    let fake = FakeScorer {
+        scores: [("n1".into(), 24), ("n2".into(), 45), ("n3".into(), 100)].into(),
+        rejected: [("n2".into(), "cpu_usage_avg_5m 70.1% > 65%".into())].into(),
+        ..FakeScorer::default()
+    };
+    setup_with(fake, ScoreMapping::Round).await
+}
+
+async fn post(router: &axum::Router, verb: &str, body: impl Into<Body>) -> (StatusCode, String) {
+    let request = HttpRequest::post(format!("/waterline/v1/{verb}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.into())
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+const POD: &str = r#"{"metadata":{"name":"web-0","namespace":"shop","uid":"u-1","labels":{"app":"web"}},"spec":{"containers":[{"name":"c","image":"i","resources":{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"cpu":"1"}}}],"schedulerName":"waterline-scheduler","priorityClassName":"high"},"status":{"phase":"Pending"}}"#;
+const OTHER_POD: &str = r#"{"metadata":{"name":"x","namespace":"d","uid":"u-2"},"spec":{"containers":null,"schedulerName":"default-scheduler"},"status":{}}"#;
+
+fn names_body(pod: &str, names: &[&str]) -> String {
+    format!(r#"{{"Pod":{pod},"Nodes":null,"NodeNames":{}}}"#, serde_json::to_string(names).unwrap())
+}
+
+fn node(name: &str) -> String {
+    format!(
+        r#"{{"metadata":{{"name":"{name}","uid":"{name}-uid","labels":{{"kubernetes.io/hostname":"{name}"}},"managedFields":[{{"manager":"kubelet","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{{"f:status":{{}}}}}}]}},"spec":{{"podCIDR":"10.0.0.0/24"}},"status":{{"capacity":{{"cpu":"4","memory":"16Gi","pods":"110"}},"allocatable":{{"cpu":"4","memory":"16Gi","pods":"110"}},"conditions":[{{"type":"Ready","status":"True","lastHeartbeatTime":"2026-01-01T00:00:00Z","lastTransitionTime":null,"reason":"KubeletReady","message":"ok \u003c3"}}],"daemonEndpoints":{{"kubeletEndpoint":{{"Port":10250}}}}}}}}"#
+    )
+}
+
+fn list_body(pod: &str, names: &[&str]) -> String {
+    let items: Vec<String> = names.iter().map(|n| node(n)).collect();
+    format!(
+        r#"{{"Pod":{pod},"Nodes":{{"metadata":{{"resourceVersion":"7"}},"items":[{}]}},"NodeNames":null}}"#,
+        items.join(",")
+    )
+}
+
+#[tokio::test]
+async fn names_filter_answers_names_and_short_reasons() {
+    let s = setup().await;
+    let (status, body) = post(&s.router, "filter", names_body(POD, &["n1", "n2", "n3"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"Nodes":null,"NodeNames":["n1","n3"],"FailedNodes":{"n2":"waterline: cpu_usage_avg_5m above 65%"},"FailedAndUnresolvableNodes":null,"Error":""}"#
+    );
+    let pod = s.last_pod.lock().unwrap().clone().unwrap();
+    assert_eq!(
+        (pod.namespace.as_str(), pod.name.as_str(), pod.uid.as_str()),
+        ("shop", "web-0", "u-1")
+    );
+    assert_eq!(
+        (pod.cpu_request_millis, pod.cpu_limit_millis, pod.memory_request_bytes),
+        (500, 1000, 1 << 30)
+    );
+    assert_eq!(pod.priority_class, "high");
+    assert_eq!(s.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn node_list_filter_passes_node_objects_through() {
+    let s = setup().await;
+    let (status, body) = post(&s.router, "filter", list_body(POD, &["n1", "n2", "n3"])).await;
+    assert_eq!(status, StatusCode::OK);
+    let want = format!(
+        r#"{{"Nodes":{{"metadata":{{"resourceVersion":"7"}},"items":[{},{}]}},"NodeNames":null,"FailedNodes":{{"n2":"waterline: cpu_usage_avg_5m above 65%"}},"FailedAndUnresolvableNodes":null,"Error":""}}"#,
+        node("n1"),
+        node("n3")
+    );
+    assert_eq!(body, want);
+}
+
+#[tokio::test]
+async fn prioritize_answers_a_bare_array_in_request_order() {
+    let s = setup().await;
+    let (status, body) = post(&s.router, "prioritize", names_body(POD, &["n3", "n1", "n2"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"[{"Host":"n3","Score":10},{"Host":"n1","Score":2},{"Host":"n2","Score":5}]"#
+    );
+    let (_, body) = post(&s.router, "prioritize", list_body(POD, &["n1", "n2"])).await;
+    assert_eq!(body, r#"[{"Host":"n1","Score":2},{"Host":"n2","Score":5}]"#);
+}
+
+#[tokio::test]
+async fn prioritize_rescales_when_the_policy_says_so() {
+    let fake = FakeScorer {
+        scores: [("a".into(), 40), ("b".into(), 42), ("c".into(), 44)].into(),
+        ..FakeScorer::default()
+    };
+    let s = setup_with(fake, ScoreMapping::Rescale).await;
+    let (_, body) = post(&s.router, "prioritize", names_body(POD, &["a", "b", "c"])).await;
+    assert_eq!(body, r#"[{"Host":"a","Score":0},{"Host":"b","Score":5},{"Host":"c","Score":10}]"#);
+}
+
+#[tokio::test]
+async fn other_schedulers_pods_get_neutral_answers_without_a_scorer_call() {
+    let s = setup().await;
+    let (_, body) = post(&s.router, "filter", names_body(OTHER_POD, &["n1", "n2"])).await;
+    assert_eq!(
+        body,
+        r#"{"Nodes":null,"NodeNames":["n1","n2"],"FailedNodes":{},"FailedAndUnresolvableNodes":null,"Error":""}"#
+    );
+    let (_, body) = post(&s.router, "prioritize", names_body(OTHER_POD, &["n1", "n2"])).await;
+    assert_eq!(body, r#"[{"Host":"n1","Score":0},{"Host":"n2","Score":0}]"#);
+    assert_eq!(s.calls.load(Ordering::SeqCst), 0);
+    let gated = s.extender.metrics.gated.get_or_create(&VerbLabels { verb: "filter".into() }).get();
+    assert_eq!(gated, 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_scorer_gives_neutral_answers_and_counts_them() {
+    let ext = extender(dead_url(), ScoreMapping::Round, Duration::from_secs(2), 1 << 20);
+    let router = crate::router(ext.clone(), "/waterline/v1");
+    let (status, body) = post(&router, "filter", list_body(POD, &["n1", "n2"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains(&node("n1")) && body.contains(&node("n2")), "{body}");
+    assert!(
+        body.ends_with(r#""FailedNodes":{},"FailedAndUnresolvableNodes":null,"Error":""}"#),
+        "{body}"
+    );
+    let (_, body) = post(&router, "prioritize", names_body(POD, &["n1", "n2"])).await;
+    assert_eq!(body, r#"[{"Host":"n1","Score":0},{"Host":"n2","Score":0}]"#);
+    let labels = FallbackLabels { verb: "prioritize".into(), reason: "unavailable".into() };
+    assert_eq!(ext.metrics.fallbacks.get_or_create(&labels).get(), 1);
+}
+
+#[tokio::test]
+async fn a_slow_scorer_is_not_waited_for() {
+    let fake = FakeScorer { delay: Duration::from_secs(5), ..FakeScorer::default() };
+    let url = start_fake(fake).await;
+    let ext = extender(url, ScoreMapping::Round, Duration::from_millis(100), 1 << 20);
+    let router = crate::router(ext.clone(), "/waterline/v1");
+    let started = tokio::time::Instant::now();
+    let (_, body) = post(&router, "prioritize", names_body(POD, &["n1"])).await;
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(body, r#"[{"Host":"n1","Score":0}]"#);
+    let labels = FallbackLabels { verb: "prioritize".into(), reason: "timeout".into() };
+    assert_eq!(ext.metrics.fallbacks.get_or_create(&labels).get(), 1);
+}
+
+#[tokio::test]
+async fn bad_requests_are_400_with_an_error_field() {
+    let s = setup().await;
+    let cases = [
+        ("filter", "{".to_owned(), "malformed request"),
+        ("filter", format!("{} trailing", names_body(POD, &["n1"])), "trailing"),
+        ("filter", r#"{"Nodes":null,"NodeNames":["n1"]}"#.to_owned(), "Pod is required"),
+        ("prioritize", format!(r#"{{"Pod":{POD},"Nodes":null,"NodeNames":null}}"#), "neither"),
+        ("prioritize", names_body(POD, &["a", "b", "c", "d", "e", "f"]), "--max-nodes"),
+        (
+            "filter",
+            names_body(
+                r#"{"spec":{"containers":[{"resources":{"requests":{"cpu":"x"}}}]}}"#,
+                &["n1"],
+            ),
+            "Pod.spec.containers[0].resources.requests.cpu",
+        ),
+        (
+            "filter",
+            format!(r#"{{"Pod":{POD},"Nodes":{{"items":[{{"metadata":{{}}}}]}}}}"#),
+            "metadata.name",
+        ),
+        ("preempt", r#"{"NodeNameToMetaVictims":{"n":{"Pods":7}}}"#.to_owned(), "Pods"),
+        ("bind", "[]".to_owned(), "malformed"),
+    ];
+    for (verb, body, needle) in cases {
+        let (status, answer) = post(&s.router, verb, body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{verb} {body} → {answer}");
+        let error: ErrorResult = serde_json::from_str(&answer).unwrap();
+        assert!(error.error.contains(needle), "{verb}: {:?} lacks {needle:?}", error.error);
+    }
+    assert_eq!(s.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_413_with_or_without_content_length() {
+    let ext = extender(dead_url(), ScoreMapping::Round, Duration::from_millis(50), 64);
+    let router = crate::router(ext, "/waterline/v1");
+    let big = names_body(POD, &["n1"]);
+    let (status, body) = post(&router, "filter", big.clone()).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(body.contains("--max-body"), "{body}");
+    let request = HttpRequest::post("/waterline/v1/prioritize")
+        .header(header::CONTENT_LENGTH, big.len())
+        .body(Body::from(big))
+        .unwrap();
+    assert_eq!(router.oneshot(request).await.unwrap().status(), StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn preempt_returns_candidates_in_meta_form() {
+    let s = setup().await;
+    let body = format!(
+        r#"{{"Pod":{POD},"NodeNameToVictims":{{"n1":{{"Pods":[{OTHER_POD}],"NumPDBViolations":0}}}},"NodeNameToMetaVictims":null}}"#
+    );
+    let (status, answer) = post(&s.router, "preempt", body).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        answer,
+        r#"{"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"u-2"}],"NumPDBViolations":0}}}"#
+    );
+}
+
+#[tokio::test]
+async fn bind_without_enable_bind_is_a_clear_error() {
+    let s = setup().await;
+    let (status, answer) = post(
+        &s.router,
+        "bind",
+        r#"{"PodName":"web-0","PodNamespace":"shop","PodUID":"u-1","Node":"n1"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let error: ErrorResult = serde_json::from_str(&answer).unwrap();
+    assert!(error.error.contains("--enable-bind"), "{answer}");
+}
+
+#[tokio::test]
+async fn empty_candidate_lists_and_unknown_paths() {
+    let s = setup().await;
+    let (_, body) = post(&s.router, "prioritize", names_body(POD, &[])).await;
+    assert_eq!(body, "[]");
+    let (_, body) = post(&s.router, "filter", names_body(POD, &[])).await;
+    assert!(body.starts_with(r#"{"Nodes":null,"NodeNames":[],"#), "{body}");
+    assert_eq!(s.calls.load(Ordering::SeqCst), 0);
+    let (status, body) = post(&s.router, "nope", "{}").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body.contains("\"Error\""));
+    let get = HttpRequest::get("/waterline/v1/filter").body(Body::empty()).unwrap();
+    assert_eq!(
+        s.router.clone().oneshot(get).await.unwrap().status(),
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+}

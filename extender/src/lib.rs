@@ -1,0 +1,17 @@
+//! waterline-extender: kube-scheduler's HTTP extender protocol
+//! (`k8s.io/kube-scheduler/extender/v1`) in front of the scorer's gRPC API. One Filter or
+//! Score RPC per extender call, on one shared channel; pods whose `spec.schedulerName` is not
+//! ours, and every call the scorer cannot answer in time, get a neutral answer so the
+//! scheduler keeps working.
+#![forbid(unsafe_code)]
+
+mod app;
+mod args;
+pub mod bind;
+pub mod handlers;
+pub mod mapping;
+pub mod pod;
+pub mod wire;
+
+pub use app::{router, run};
+pub use args::Args;

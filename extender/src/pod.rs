@@ -1,0 +1,304 @@
+//! The scheduler's `v1.Pod` reduced to `waterline.v1.PodInfo`, reading only the fields
+//! load-aware scheduling needs (everything else in the object is skipped unparsed), with
+//! requests and limits aggregated the way kube-scheduler does
+//! (`k8s.io/component-helpers/resource` `PodRequests`/`PodLimits`).
+
+use std::collections::HashMap;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
+use waterline_api::v1 as pb;
+use waterline_core::quantity::{parse_bytes, parse_cpu_millis};
+
+/// Go marshals nil slices, maps and pointers as `null`: treat `null` like an absent field.
+pub(crate) fn nullable<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// A `resource.Quantity`: a string (`"500m"`, `"2Gi"`), or a bare number, which Go's
+/// `Quantity.UnmarshalJSON` accepts too.
+fn quantity<'de, D>(
+    deserializer: D,
+    parse: fn(&str) -> Result<i64, String>,
+) -> Result<i64, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    struct QuantityVisitor(fn(&str) -> Result<i64, String>);
+
+    impl Visitor<'_> for QuantityVisitor {
+        type Value = i64;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a Kubernetes quantity")
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<i64, E> {
+            (self.0)(v).map_err(E::custom)
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<i64, E> {
+            self.visit_str(&v.to_string())
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<i64, E> {
+            self.visit_str(&v.to_string())
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<i64, E> {
+            self.visit_str(&v.to_string())
+        }
+    }
+
+    deserializer.deserialize_any(QuantityVisitor(parse))
+}
+
+fn cpu<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    Option::<Cpu>::deserialize(deserializer).map(|q| q.map(|c| c.0))
+}
+
+fn memory<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    Option::<Memory>::deserialize(deserializer).map(|q| q.map(|m| m.0))
+}
+
+struct Cpu(i64);
+
+impl<'de> Deserialize<'de> for Cpu {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        quantity(deserializer, parse_cpu_millis).map(Cpu)
+    }
+}
+
+struct Memory(i64);
+
+impl<'de> Deserialize<'de> for Memory {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        quantity(deserializer, parse_bytes).map(Memory)
+    }
+}
+
+/// The cpu and memory of a `ResourceList`; other resources are ignored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Resources {
+    #[serde(deserialize_with = "cpu")]
+    pub cpu: Option<i64>,
+    #[serde(deserialize_with = "memory")]
+    pub memory: Option<i64>,
+}
+
+impl Resources {
+    fn zip(self, other: Resources, f: impl Fn(Option<i64>, Option<i64>) -> Option<i64>) -> Self {
+        Resources { cpu: f(self.cpu, other.cpu), memory: f(self.memory, other.memory) }
+    }
+
+    /// Sum; a resource is present when either side has it (Go's `addResourceList`).
+    fn add(self, other: Resources) -> Self {
+        self.zip(other, |a, b| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        })
+    }
+
+    /// Maximum; a resource is present when either side has it (Go's `maxResourceList`).
+    fn max(self, other: Resources) -> Self {
+        self.zip(other, |a, b| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).max(b.unwrap_or(0))),
+        })
+    }
+
+    /// Adds `overhead` only to resources already present (`PodLimits`).
+    fn add_to_present(self, overhead: Resources) -> Self {
+        self.zip(overhead, |a, b| a.map(|a| a.saturating_add(b.unwrap_or(0))))
+    }
+
+    /// Replaces the resources `pod_level` sets (pod-level resources win for cpu and memory).
+    fn override_with(self, pod_level: Resources) -> Self {
+        self.zip(pod_level, |a, b| b.or(a))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ResourceRequirements {
+    #[serde(deserialize_with = "nullable")]
+    pub requests: Resources,
+    #[serde(deserialize_with = "nullable")]
+    pub limits: Resources,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Container {
+    #[serde(deserialize_with = "nullable")]
+    pub resources: ResourceRequirements,
+    /// Only init containers set it; `Always` makes one a sidecar.
+    #[serde(deserialize_with = "nullable")]
+    pub restart_policy: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct OwnerReference {
+    #[serde(deserialize_with = "nullable")]
+    pub kind: String,
+    #[serde(deserialize_with = "nullable")]
+    pub controller: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ObjectMeta {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub namespace: String,
+    #[serde(deserialize_with = "nullable")]
+    pub uid: String,
+    #[serde(deserialize_with = "nullable")]
+    pub labels: HashMap<String, String>,
+    #[serde(deserialize_with = "nullable")]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PodSpec {
+    #[serde(deserialize_with = "nullable")]
+    pub scheduler_name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub priority_class_name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub containers: Vec<Container>,
+    #[serde(deserialize_with = "nullable")]
+    pub init_containers: Vec<Container>,
+    #[serde(deserialize_with = "nullable")]
+    pub overhead: Resources,
+    /// Pod-level resources (`PodLevelResources`, beta and on by default since 1.34).
+    #[serde(deserialize_with = "nullable")]
+    pub resources: ResourceRequirements,
+}
+
+/// The fields of a `v1.Pod` the extender reads.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Pod {
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    #[serde(deserialize_with = "nullable")]
+    pub spec: PodSpec,
+}
+
+/// What the API server defaults an empty `spec.schedulerName` to.
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// Which of a container's resource lists to aggregate.
+#[derive(Clone, Copy)]
+enum Kind {
+    Requests,
+    Limits,
+}
+
+impl Pod {
+    pub fn scheduler_name(&self) -> &str {
+        match self.spec.scheduler_name.as_str() {
+            "" => DEFAULT_SCHEDULER,
+            name => name,
+        }
+    }
+
+    /// Kind of the controlling owner reference, if any.
+    pub fn owner_kind(&self) -> &str {
+        self.metadata
+            .owner_references
+            .iter()
+            .find(|o| o.controller)
+            .map(|o| o.kind.as_str())
+            .unwrap_or("")
+    }
+
+    /// App containers summed; each init container raises the result to at least what it
+    /// needs while it runs (itself plus the sidecars started before it); sidecars
+    /// (`restartPolicy: Always` init containers) run for the pod's whole life, so they are
+    /// also added to the sum.
+    fn aggregate(&self, kind: Kind) -> Resources {
+        let pick = |c: &Container| match kind {
+            Kind::Requests => c.resources.requests,
+            Kind::Limits => c.resources.limits,
+        };
+        let mut total =
+            self.spec.containers.iter().fold(Resources::default(), |sum, c| sum.add(pick(c)));
+        let mut sidecars = Resources::default();
+        let mut init_peak = Resources::default();
+        for init in &self.spec.init_containers {
+            let own = pick(init);
+            let running = if init.restart_policy == "Always" {
+                total = total.add(own);
+                sidecars = sidecars.add(own);
+                sidecars
+            } else {
+                own.add(sidecars)
+            };
+            init_peak = init_peak.max(running);
+        }
+        total.max(init_peak)
+    }
+
+    /// `PodRequests`: containers aggregated, pod-level requests winning, plus overhead.
+    pub fn requests(&self) -> Resources {
+        self.aggregate(Kind::Requests)
+            .override_with(self.spec.resources.requests)
+            .add(self.spec.overhead)
+    }
+
+    /// `PodLimits`: containers aggregated, pod-level limits winning, overhead added only to
+    /// the limits that are set.
+    pub fn limits(&self) -> Resources {
+        self.aggregate(Kind::Limits)
+            .override_with(self.spec.resources.limits)
+            .add_to_present(self.spec.overhead)
+    }
+
+    pub fn to_info(&self) -> pb::PodInfo {
+        let requests = self.requests();
+        let limits = self.limits();
+        pb::PodInfo {
+            namespace: self.metadata.namespace.clone(),
+            name: self.metadata.name.clone(),
+            uid: self.metadata.uid.clone(),
+            labels: self.metadata.labels.clone(),
+            cpu_request_millis: requests.cpu.unwrap_or(0),
+            cpu_limit_millis: limits.cpu.unwrap_or(0),
+            memory_request_bytes: requests.memory.unwrap_or(0),
+            memory_limit_bytes: limits.memory.unwrap_or(0),
+            priority_class: self.spec.priority_class_name.clone(),
+            owner_kind: self.owner_kind().to_owned(),
+            scheduler_name: self.scheduler_name().to_owned(),
+        }
+    }
+}
+
+/// Only `metadata.name` of a node (full `v1.Node` objects stay raw JSON).
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub struct NameOnly {
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: NameMeta,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub struct NameMeta {
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(deserialize_with = "nullable")]
+    pub uid: String,
+}
+
+#[cfg(test)]
+mod tests;

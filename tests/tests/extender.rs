@@ -1,0 +1,519 @@
+//! waterline-extender through the real binaries: collector (`--static` nodes) → scorer →
+//! extender, over loopback HTTP and gRPC. Every verb in both node modes, prioritize equal to
+//! round(score / 10) of the scorer's own gRPC Score, profile gating, a scorer that goes away,
+//! malformed and oversized bodies.
+//!
+//! Build the binaries first: `cargo build -p waterline-collector -p waterline-scorer
+//! -p waterline-extender` (they are looked up beside this test executable).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::{Value, json};
+use waterline_api::v1 as pb;
+use waterline_api::v1::scorer_service_client::ScorerServiceClient;
+
+// ---- processes ---------------------------------------------------------------------------
+
+/// `target/<profile>/<name>`, beside `target/<profile>/deps/<this test>`.
+fn bin(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().and_then(Path::parent).context("test executable outside target/")?;
+    let path = dir.join(name);
+    ensure!(
+        path.exists(),
+        "{} is missing: run `cargo build -p waterline-collector -p waterline-scorer \
+         -p waterline-extender` first",
+        path.display()
+    );
+    Ok(path)
+}
+
+fn free_addr() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local addr")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/extender").join(name)
+}
+
+/// A running binary, killed when dropped; its output goes to a log file shown on failures.
+struct Proc {
+    name: &'static str,
+    child: Option<Child>,
+    log: tempfile::NamedTempFile,
+    admin: SocketAddr,
+}
+
+impl Proc {
+    fn spawn(name: &'static str, admin: SocketAddr, args: &[String]) -> Result<Proc> {
+        let log = tempfile::NamedTempFile::new()?;
+        let out = File::options().append(true).open(log.path())?;
+        let child = Command::new(bin(name)?)
+            .arg("--admin-addr")
+            .arg(admin.to_string())
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {name}"))?;
+        Ok(Proc { name, child: Some(child), log, admin })
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// Polls the admin `/ready` endpoint (scorer: ready once the first snapshot is in).
+    async fn wait_ready(&self) -> Result<()> {
+        let url = format!("http://{}/ready", self.admin);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(response) = reqwest::get(&url).await {
+                if response.status().is_success() {
+                    return Ok(());
+                }
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("{} never became ready; log:\n{}", self.name, self.log_text());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn metrics(&self) -> Result<String> {
+        Ok(reqwest::get(format!("http://{}/metrics", self.admin)).await?.text().await?)
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The value of one sample line of a `/metrics` text (`name{labels} value`).
+fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+// ---- the cluster -------------------------------------------------------------------------
+
+/// `count` nodes with cpu levels spread over 0..99 % (every seventh one over the 65 %
+/// threshold), all with 8 cores and 32 GiB.
+fn nodes_yaml(count: usize) -> String {
+    let mut text = String::from("nodes:\n");
+    for i in 0..count {
+        let cpu = (i * 37) % 100;
+        let mem = 10 + (i * 13) % 60;
+        text.push_str(&format!(
+            "  - {{name: {}, capacity: {{cpu: 8, memory: 32Gi}}, metrics: {{cpu_usage_avg_5m: {cpu}, mem_usage_avg_5m: {mem}}}}}\n",
+            node_name(i)
+        ));
+    }
+    text
+}
+
+fn node_name(i: usize) -> String {
+    format!("node-{i:03}")
+}
+
+/// A `v1.Node` the way the scheduler's informer marshals it (managedFields included).
+fn node_object(name: &str) -> Value {
+    json!({
+        "metadata": {
+            "name": name, "uid": format!("uid-{name}"), "resourceVersion": "1234",
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+            "managedFields": [{"manager": "kubelet", "operation": "Update", "apiVersion": "v1",
+                "time": "2026-11-29T09:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:status": {"f:conditions": {}}}}]
+        },
+        "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]},
+        "status": {
+            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True",
+                "lastHeartbeatTime": "2026-11-29T09:59:00Z", "lastTransitionTime": null,
+                "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "6.1",
+                "osImage": "Debian", "containerRuntimeVersion": "containerd://2.0",
+                "kubeletVersion": "v1.33.0", "kubeProxyVersion": "", "operatingSystem": "linux",
+                "architecture": "amd64"}
+        }
+    })
+}
+
+fn pod_json() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture("pod.json")).unwrap()).unwrap()
+}
+
+/// What kube-scheduler's pod means to the scorer (tests/fixtures/extender/pod.json): app
+/// 1 cpu / 1 GiB plus a sidecar 200m / 64 Mi; limits 2 + 0.5 cpu, 2 GiB + 128 Mi.
+fn pod_info() -> pb::PodInfo {
+    pb::PodInfo {
+        namespace: "shop".into(),
+        name: "web-7d4b9c-x2x9z".into(),
+        uid: "6f1c2d3e-0000-4000-8000-000000000001".into(),
+        labels: [
+            ("app".to_owned(), "web".to_owned()),
+            ("pod-template-hash".into(), "7d4b9c".into()),
+        ]
+        .into(),
+        cpu_request_millis: 1200,
+        cpu_limit_millis: 2500,
+        memory_request_bytes: (1 << 30) + (64 << 20),
+        memory_limit_bytes: (2 << 30) + (128 << 20),
+        priority_class: "batch-high".into(),
+        owner_kind: "ReplicaSet".into(),
+        scheduler_name: "waterline-scheduler".into(),
+    }
+}
+
+fn names_args(pod: &Value, names: &[String]) -> String {
+    json!({"Pod": pod, "Nodes": null, "NodeNames": names}).to_string()
+}
+
+fn list_args(pod: &Value, names: &[String]) -> String {
+    let items: Vec<Value> = names.iter().map(|n| node_object(n)).collect();
+    json!({"Pod": pod, "Nodes": {"metadata": {"resourceVersion": "99"}, "items": items}, "NodeNames": null})
+        .to_string()
+}
+
+struct Stack {
+    _dir: tempfile::TempDir,
+    _collector: Proc,
+    scorer: Proc,
+    scorer_grpc: SocketAddr,
+    extender: Proc,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Stack {
+    async fn start(nodes: usize, extender_args: &[&str]) -> Result<Stack> {
+        let dir = tempfile::tempdir()?;
+        let static_path = dir.path().join("nodes.yaml");
+        std::fs::write(&static_path, nodes_yaml(nodes))?;
+        let policy = fixture("policy.yaml").display().to_string();
+
+        let collector_grpc = free_addr();
+        let collector = Proc::spawn(
+            "waterline-collector",
+            free_addr(),
+            &[
+                "--grpc-addr".into(),
+                collector_grpc.to_string(),
+                "--static".into(),
+                static_path.display().to_string(),
+                "--policy".into(),
+                policy.clone(),
+            ],
+        )?;
+        collector.wait_ready().await?;
+
+        let scorer_grpc = free_addr();
+        let scorer = Proc::spawn(
+            "waterline-scorer",
+            free_addr(),
+            &[
+                "--grpc-addr".into(),
+                scorer_grpc.to_string(),
+                "--collector-url".into(),
+                format!("http://{collector_grpc}"),
+                "--policy".into(),
+                policy.clone(),
+            ],
+        )?;
+        scorer.wait_ready().await?;
+
+        let http_addr = free_addr();
+        let mut args: Vec<String> = vec![
+            "--http-addr".into(),
+            http_addr.to_string(),
+            "--scorer-url".into(),
+            format!("http://{scorer_grpc}"),
+            "--policy".into(),
+            policy,
+        ];
+        args.extend(extender_args.iter().map(|s| s.to_string()));
+        let extender = Proc::spawn("waterline-extender", free_addr(), &args)?;
+        extender.wait_ready().await?;
+        Ok(Stack {
+            _dir: dir,
+            _collector: collector,
+            scorer,
+            scorer_grpc,
+            extender,
+            base: format!("http://{http_addr}/waterline/v1"),
+            http: reqwest::Client::new(),
+        })
+    }
+
+    async fn post(&self, verb: &str, body: impl Into<reqwest::Body>) -> Result<(u16, String)> {
+        let response = self
+            .http
+            .post(format!("{}/{verb}", self.base))
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+            .await?;
+        Ok((response.status().as_u16(), response.text().await?))
+    }
+
+    async fn post_ok(&self, verb: &str, body: String) -> Result<Value> {
+        let (status, text) = self.post(verb, body).await?;
+        ensure!(
+            status == 200,
+            "{verb}: HTTP {status}: {text}\nextender log:\n{}",
+            self.extender.log_text()
+        );
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    async fn scorer_client(&self) -> Result<ScorerServiceClient<tonic::transport::Channel>> {
+        Ok(ScorerServiceClient::connect(format!("http://{}", self.scorer_grpc)).await?)
+    }
+}
+
+fn names(count: usize) -> Vec<String> {
+    (0..count).map(node_name).collect()
+}
+
+/// round(score / 10), half away from zero.
+fn round10(score: i64) -> i64 {
+    (score as f64 / 10.0).round() as i64
+}
+
+fn host_scores(answer: &Value) -> Vec<(String, i64)> {
+    answer
+        .as_array()
+        .expect("prioritize answers a bare array")
+        .iter()
+        .map(|h| {
+            let keys: Vec<&String> = h.as_object().unwrap().keys().collect();
+            assert_eq!(keys, ["Host", "Score"], "HostPriority keys");
+            (h["Host"].as_str().unwrap().to_owned(), h["Score"].as_i64().expect("integer score"))
+        })
+        .collect()
+}
+
+// ---- the tests ---------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prioritize_equals_rounded_grpc_scores_for_500_names() -> Result<()> {
+    let stack = Stack::start(500, &[]).await?;
+    let candidates = names(500);
+    let answer = stack.post_ok("prioritize", names_args(&pod_json(), &candidates)).await?;
+    let got = host_scores(&answer);
+
+    let mut scorer = stack.scorer_client().await?;
+    let direct = scorer
+        .score(pb::ScoreRequest {
+            pod: Some(pod_info()),
+            node_names: candidates.clone(),
+            explain: false,
+        })
+        .await?
+        .into_inner();
+    let want: Vec<(String, i64)> =
+        direct.scores.iter().map(|s| (s.node_name.clone(), round10(s.score))).collect();
+    assert_eq!(got, want);
+    // The cluster is spread enough that the mapping is not trivially constant.
+    let distinct: std::collections::BTreeSet<i64> = got.iter().map(|(_, s)| *s).collect();
+    assert!(distinct.len() >= 4, "{distinct:?}");
+    assert!(got.iter().all(|(_, s)| (0..=10).contains(s)));
+
+    // Full NodeList mode scores the same.
+    let few = names(40);
+    let answer = stack.post_ok("prioritize", list_args(&pod_json(), &few)).await?;
+    assert_eq!(host_scores(&answer), want[..40].to_vec());
+
+    // Timing (printed, not asserted: a debug build on a shared machine). One warm-up above.
+    let body = names_args(&pod_json(), &candidates);
+    let mut extender_us = Vec::new();
+    let mut grpc_us = Vec::new();
+    for _ in 0..50 {
+        let started = std::time::Instant::now();
+        stack.post_ok("prioritize", body.clone()).await?;
+        extender_us.push(started.elapsed().as_micros());
+        let started = std::time::Instant::now();
+        scorer
+            .score(pb::ScoreRequest {
+                pod: Some(pod_info()),
+                node_names: candidates.clone(),
+                explain: false,
+            })
+            .await?;
+        grpc_us.push(started.elapsed().as_micros());
+    }
+    extender_us.sort_unstable();
+    grpc_us.sort_unstable();
+    println!(
+        "500-name prioritize over HTTP: p50 {} µs, p90 {} µs; direct gRPC Score: p50 {} µs",
+        extender_us[25], extender_us[45], grpc_us[25]
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filter_in_both_node_modes() -> Result<()> {
+    let stack = Stack::start(30, &[]).await?;
+    let candidates = names(30);
+    let mut scorer = stack.scorer_client().await?;
+    let direct = scorer
+        .filter(pb::FilterRequest { pod: Some(pod_info()), node_names: candidates.clone() })
+        .await?
+        .into_inner();
+    ensure!(!direct.rejected.is_empty() && !direct.feasible_nodes.is_empty(), "{direct:?}");
+
+    // Names only → names back, in request order; every dropped node has a short reason.
+    let (status, text) = stack.post("filter", names_args(&pod_json(), &candidates)).await?;
+    assert_eq!(status, 200, "{text}");
+    // Go's field order and explicit nulls, on the raw text.
+    assert!(text.starts_with(r#"{"Nodes":null,"NodeNames":["#), "{text}");
+    assert!(text.ends_with(r#","FailedAndUnresolvableNodes":null,"Error":""}"#), "{text}");
+    let answer: Value = serde_json::from_str(&text)?;
+    assert_eq!(answer["Nodes"], Value::Null);
+    assert_eq!(answer["FailedAndUnresolvableNodes"], Value::Null);
+    assert_eq!(answer["Error"], "");
+    let passed: Vec<String> = serde_json::from_value(answer["NodeNames"].clone())?;
+    assert_eq!(passed, direct.feasible_nodes);
+    let failed: BTreeMap<String, String> = serde_json::from_value(answer["FailedNodes"].clone())?;
+    let rejected: std::collections::BTreeSet<&String> = direct.rejected.keys().collect();
+    assert_eq!(failed.keys().collect::<std::collections::BTreeSet<_>>(), rejected);
+    for (node, reason) in &failed {
+        assert!(reason.starts_with("waterline: ") && !reason.contains('.'), "{node}: {reason}");
+    }
+
+    // Full NodeList → the same node objects back, unchanged.
+    let answer = stack.post_ok("filter", list_args(&pod_json(), &candidates)).await?;
+    assert_eq!(answer["NodeNames"], Value::Null);
+    assert_eq!(answer["Nodes"]["metadata"], json!({"resourceVersion": "99"}));
+    let items = answer["Nodes"]["items"].as_array().unwrap();
+    let want: Vec<Value> = direct.feasible_nodes.iter().map(|n| node_object(n)).collect();
+    assert_eq!(items, &want);
+    let failed_list: BTreeMap<String, String> =
+        serde_json::from_value(answer["FailedNodes"].clone())?;
+    assert_eq!(failed_list, failed);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preempt_and_bind() -> Result<()> {
+    let stack = Stack::start(3, &[]).await?;
+    let victim = json!({"metadata": {"name": "v", "namespace": "shop", "uid": "victim-uid"},
+        "spec": {"containers": [{"name": "c", "image": "i", "resources": {}}]}, "status": {}});
+    // nodeCacheCapable: false → full victims in, Meta form out.
+    let body = json!({"Pod": pod_json(), "NodeNameToVictims":
+        {"node-001": {"Pods": [victim], "NumPDBViolations": 1}}, "NodeNameToMetaVictims": null});
+    let answer = stack.post_ok("preempt", body.to_string()).await?;
+    assert_eq!(
+        answer,
+        json!({"NodeNameToMetaVictims": {"node-001": {"Pods": [{"UID": "victim-uid"}], "NumPDBViolations": 1}}})
+    );
+    // nodeCacheCapable: true → Meta in, the same out.
+    let meta = json!({"node-000": {"Pods": [{"UID": "a"}, {"UID": "b"}], "NumPDBViolations": 0}});
+    let body = json!({"Pod": pod_json(), "NodeNameToVictims": null, "NodeNameToMetaVictims": meta});
+    let answer = stack.post_ok("preempt", body.to_string()).await?;
+    assert_eq!(answer, json!({"NodeNameToMetaVictims": meta}));
+
+    // Bind is off unless --enable-bind: a clear Error, never a silent success.
+    let body = json!({"PodName": "web", "PodNamespace": "shop", "PodUID": "u", "Node": "node-000"});
+    let answer = stack.post_ok("bind", body.to_string()).await?;
+    assert!(answer["Error"].as_str().unwrap().contains("--enable-bind"), "{answer}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_schedulers_and_a_dead_scorer_get_neutral_answers() -> Result<()> {
+    let mut stack = Stack::start(10, &["--scorer-timeout", "300ms"]).await?;
+    let candidates = names(10);
+    let mut other = pod_json();
+    other["spec"]["schedulerName"] = json!("default-scheduler");
+
+    let answer = stack.post_ok("filter", names_args(&other, &candidates)).await?;
+    assert_eq!(answer["NodeNames"], json!(candidates));
+    assert_eq!(answer["FailedNodes"], json!({}));
+    let answer = stack.post_ok("prioritize", names_args(&other, &candidates)).await?;
+    assert!(host_scores(&answer).iter().all(|(_, s)| *s == 0));
+    let metrics = stack.extender.metrics().await?;
+    assert_eq!(sample(&metrics, r#"waterline_extender_gated_total{verb="filter"}"#), 1.0);
+    assert_eq!(
+        sample(
+            &stack.scorer.metrics().await?,
+            r#"waterline_scorer_grpc_requests_total{method="Score",code="OK"}"#
+        ),
+        0.0
+    );
+
+    // Our pod is scored while the scorer is up...
+    let answer = stack.post_ok("prioritize", names_args(&pod_json(), &candidates)).await?;
+    assert!(host_scores(&answer).iter().any(|(_, s)| *s != 0));
+    let answer = stack.post_ok("filter", names_args(&pod_json(), &candidates)).await?;
+    assert_ne!(answer["FailedNodes"], json!({}));
+
+    // ...and answered neutrally once it is gone.
+    stack.scorer.kill();
+    let answer = stack.post_ok("filter", list_args(&pod_json(), &candidates)).await?;
+    let want: Vec<Value> = candidates.iter().map(|n| node_object(n)).collect();
+    assert_eq!(answer["Nodes"]["items"], json!(want));
+    assert_eq!(answer["FailedNodes"], json!({}));
+    let answer = stack.post_ok("prioritize", names_args(&pod_json(), &candidates)).await?;
+    assert_eq!(host_scores(&answer), candidates.iter().map(|n| (n.clone(), 0)).collect::<Vec<_>>());
+    let metrics = stack.extender.metrics().await?;
+    let fallbacks: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("waterline_extender_fallbacks_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(fallbacks >= 2.0, "{metrics}");
+    assert!(stack.extender.log_text().contains("scorer gave no answer"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_and_oversized_bodies() -> Result<()> {
+    let stack = Stack::start(3, &["--max-body", "64Ki"]).await?;
+    for (verb, body) in [
+        ("filter", "{\"Pod\":".to_owned()),
+        ("prioritize", "not json".to_owned()),
+        ("filter", json!({"Pod": pod_json(), "Nodes": null, "NodeNames": null}).to_string()),
+        ("preempt", "[1,2]".to_owned()),
+        ("bind", "{\"PodName\":7}".to_owned()),
+    ] {
+        let (status, text) = stack.post(verb, body.clone()).await?;
+        assert_eq!(status, 400, "{verb} {body}: {text}");
+        let error: Value = serde_json::from_str(&text)?;
+        assert!(error["Error"].as_str().is_some_and(|e| !e.is_empty()), "{text}");
+    }
+    // 2 000 names ≈ 20 KiB fits; 10 000 full nodes do not.
+    stack.post_ok("prioritize", names_args(&pod_json(), &names(2000))).await?;
+    let (status, text) = stack.post("filter", list_args(&pod_json(), &names(200))).await?;
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("--max-body"));
+    // Still serving.
+    stack.post_ok("filter", names_args(&pod_json(), &names(3))).await?;
+    Ok(())
+}
