@@ -2,8 +2,11 @@
 //! and the mapping of a metric series to one of them.
 //!
 //! Fed by the Kubernetes node watch (`replace` on every re-list, `upsert`/`remove` on
-//! events) or by a static file (`--node-map`); empty means "nothing is known", and then a
-//! series' label value (port stripped) is taken as the node name as it is.
+//! events) or by a static file (`--node-map`). With no source at all, a series' label value
+//! (port stripped) is taken as the node name as it is; once a source is attached
+//! ([`NodeDirectory::attach_source`], or any `replace`/`upsert`), only its nodes are
+//! names, so series that arrive before the first node list map to nothing instead of
+//! creating nodes named after IPs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -17,6 +20,8 @@ struct Inner {
     nodes: BTreeMap<String, Vec<String>>,
     /// lower-cased address or node name → node name.
     by_address: HashMap<String, String>,
+    /// A source owns the node list (even while it is still empty).
+    sourced: bool,
 }
 
 impl Inner {
@@ -68,10 +73,18 @@ impl NodeDirectory {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Declares that a source (the Kubernetes node watch) will fill the directory: from
+    /// now on an empty directory means "no nodes yet", not "map by identity". Call it before
+    /// the metric sources start.
+    pub fn attach_source(&self) {
+        self.write().sourced = true;
+    }
+
     /// Replaces every node (a fresh list from the API server or a file).
     pub fn replace(&self, nodes: impl IntoIterator<Item = (String, Vec<String>)>) {
         let mut inner = self.write();
         inner.nodes = nodes.into_iter().collect();
+        inner.sourced = true;
         inner.reindex();
     }
 
@@ -79,6 +92,7 @@ impl NodeDirectory {
     pub fn upsert(&self, name: impl Into<String>, addresses: Vec<String>) {
         let mut inner = self.write();
         inner.nodes.insert(name.into(), addresses);
+        inner.sourced = true;
         inner.reindex();
     }
 
@@ -98,15 +112,15 @@ impl NodeDirectory {
     }
 
     /// The node a label value (`IP`, `IP:port`, `host`, `host:port`, `[v6]:port`, or a node
-    /// name) names: by address when nodes are known, the value itself (port stripped) when
-    /// none are; `None` for a value no known node has.
+    /// name) names: by address when a source gives nodes, the value itself (port stripped)
+    /// when there is no source; `None` for a value no known node has.
     pub fn resolve(&self, value: &str) -> Option<String> {
         let host = strip_port(value.trim());
         if host.is_empty() {
             return None;
         }
         let inner = self.read();
-        if inner.nodes.is_empty() {
+        if !inner.sourced {
             return Some(host.to_owned());
         }
         let key = host.to_ascii_lowercase();
@@ -285,9 +299,21 @@ mod tests {
         dir.remove("node-c");
         assert_eq!(dir.resolve("10.0.0.4"), None);
         assert_eq!(dir.len(), 2);
+        // A source that lists no nodes: nothing maps (no identity fallback).
         dir.replace(Vec::new());
         assert!(dir.is_empty());
-        assert_eq!(dir.resolve("10.0.0.4:9100").as_deref(), Some("10.0.0.4"));
+        assert_eq!(dir.resolve("10.0.0.4:9100"), None);
+    }
+
+    #[test]
+    fn an_attached_source_stops_identity_before_its_first_list() {
+        let dir = NodeDirectory::default();
+        assert_eq!(dir.resolve("10.0.0.7:9100").as_deref(), Some("10.0.0.7"));
+        dir.attach_source();
+        assert_eq!(dir.resolve("10.0.0.7:9100"), None);
+        assert_eq!(dir.resolve("node-7"), None);
+        dir.upsert("node-7", vec!["10.0.0.7".into()]);
+        assert_eq!(dir.resolve("10.0.0.7:9100").as_deref(), Some("node-7"));
     }
 
     #[test]
