@@ -92,7 +92,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 args.synthetic_interval,
             ));
         }
-        (None, None) if args.prometheus.prometheus_url.is_some() => {}
+        (None, None)
+            if args.prometheus.prometheus_url.is_some() || args.kube_mode() != KubeMode::Off => {}
         (None, None) => {
             tracing::warn!(
                 "no node source (--static or --synthetic-nodes): serving an empty cluster"
