@@ -1,0 +1,227 @@
+//! Command line: one subcommand per thing to drive, sharing the load and spawn flags.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args as ClapArgs, Parser, Subcommand};
+
+/// Load generator for waterline's request paths.
+///
+/// Every run is bounded (by --duration or --requests, and a per-request --timeout), records
+/// each request's latency in an HDR histogram, and prints throughput, p50/p90/p99/p99.9 and
+/// the number of failed requests (any non-OK gRPC status or non-2xx HTTP answer).
+///
+/// With --spawn it starts its own `waterline-collector --synthetic-nodes N` and
+/// `waterline-scorer` (and `waterline-extender` for the extender-* subcommands) from
+/// --bin-dir on free loopback ports, waits until they are ready, and also reports their RSS
+/// (VmRSS) and CPU time. Example, the headline number:
+///
+///   waterline-bench score --spawn --cluster-nodes 5000 --nodes 100 --concurrency 32 --duration 10s
+#[derive(Parser, Debug)]
+#[command(name = "waterline-bench", version)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Command,
+
+    /// Tokio worker threads of the load generator (it shares the machine with the servers).
+    #[arg(long, global = true, default_value_t = 1)]
+    pub threads: usize,
+
+    /// Append the result as one JSON object per line to this file (for scripts/bench.sh).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
+
+    /// Label stored with the JSON result.
+    #[arg(long, global = true, default_value = "")]
+    pub label: String,
+
+    /// Do not draw the progress bar (it is hidden anyway when stderr is not a terminal).
+    #[arg(long, global = true)]
+    pub no_progress: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// ScorerService/Score over gRPC.
+    Score(RpcArgs),
+    /// ScorerService/Filter over gRPC.
+    Filter(RpcArgs),
+    /// ScorerService/Reserve over gRPC, one new pod per request, spread over the cluster's
+    /// nodes (fills the ledger; e.g. --requests 50000 for the RSS benchmark).
+    Reserve(RpcArgs),
+    /// The extender's prioritize verb over HTTP with a names-only body (nodeCacheCapable).
+    ExtenderPrioritize(HttpArgs),
+    /// The extender's filter verb over HTTP with a names-only body (nodeCacheCapable).
+    ExtenderFilter(HttpArgs),
+    /// Resource use of a spawned collector and scorer: fills the ledger with --reserves
+    /// Reserve RPCs, then reports VmRSS of both and the collector's CPU time per refresh
+    /// over --duration.
+    Footprint(FootprintArgs),
+    /// A real Prometheus (/usr/bin/prometheus) holding the default policy's six recorded
+    /// series for --cluster-nodes fake nodes (backfilled with promtool), and a spawned
+    /// collector with --prometheus-url: first full refresh (wall time, PromQL requests,
+    /// collector CPU and RSS) and the steady state over --steady.
+    PrometheusRefresh(PrometheusArgs),
+}
+
+/// How much load, and when to stop.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct LoadArgs {
+    /// Candidate node names per request: synthetic-00000, synthetic-00001, … (each request
+    /// takes the next window of this many names, wrapping at --cluster-nodes).
+    #[arg(long, default_value_t = 100)]
+    pub nodes: usize,
+
+    /// Requests in flight at once.
+    #[arg(long, short = 'c', default_value_t = 16)]
+    pub concurrency: usize,
+
+    /// Connections the requests are spread over (HTTP/2 multiplexes on each for gRPC).
+    #[arg(long, default_value_t = 1)]
+    pub connections: usize,
+
+    /// Stop after this long (e.g. 10s, 1m); the default when --requests is not given.
+    #[arg(long, short = 'd', value_parser = parse_duration, default_value = "10s")]
+    pub duration: Duration,
+
+    /// Stop after this many requests (and at --duration, whichever comes first).
+    #[arg(long, short = 'n')]
+    pub requests: Option<u64>,
+
+    /// Unrecorded warm-up before measuring (connections, caches, allocator).
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub warmup: Duration,
+
+    /// A request taking longer than this fails (and is counted as an error).
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub timeout: Duration,
+}
+
+/// Starting the servers under test.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct SpawnArgs {
+    /// Start a collector (--synthetic-nodes --cluster-nodes) and a scorer (and, for the
+    /// extender-* subcommands, an extender) from --bin-dir on free loopback ports.
+    #[arg(long)]
+    pub spawn: bool,
+
+    /// Nodes in the cluster: the synthetic collector's size with --spawn, and where the
+    /// candidate windows wrap.
+    #[arg(long, default_value_t = 5000)]
+    pub cluster_nodes: usize,
+
+    /// Where the release binaries are (`cargo build --release --bins`).
+    #[arg(long, default_value = "target/release", env = "WATERLINE_BIN_DIR")]
+    pub bin_dir: PathBuf,
+
+    /// How often the spawned synthetic collector refreshes every node (and streams them).
+    #[arg(long, default_value = "5s")]
+    pub synthetic_interval: String,
+
+    /// Keep the spawned processes' logs in this directory (default: a temporary one).
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct RpcArgs {
+    /// Scorer gRPC URL (ignored with --spawn).
+    #[arg(long, default_value = "http://127.0.0.1:50051", env = "WATERLINE_SCORER_URL")]
+    pub scorer_url: String,
+
+    /// Scorer admin URL, to read its own request-duration histogram (`/metrics`) before and
+    /// after the run; set automatically with --spawn.
+    #[arg(long)]
+    pub scorer_admin: Option<String>,
+
+    /// Ask for per-metric score terms (Score only).
+    #[arg(long)]
+    pub explain: bool,
+
+    #[command(flatten)]
+    pub load: LoadArgs,
+
+    #[command(flatten)]
+    pub spawn: SpawnArgs,
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct HttpArgs {
+    /// Extender base URL, without the prefix (ignored with --spawn).
+    #[arg(long, default_value = "http://127.0.0.1:8787", env = "WATERLINE_EXTENDER_URL")]
+    pub extender_url: String,
+
+    /// The extender's URL path prefix (its --prefix).
+    #[arg(long, default_value = "/waterline/v1")]
+    pub prefix: String,
+
+    /// `spec.schedulerName` of the pod sent (must be one the extender scores for).
+    #[arg(long, default_value = "waterline-scheduler")]
+    pub scheduler_name: String,
+
+    /// Also run the same load as gRPC Score (prioritize) or Filter (filter) against the
+    /// scorer behind the extender, and report the difference of the p50s: the adapter's
+    /// overhead. Needs --spawn or --scorer-url.
+    #[arg(long)]
+    pub compare_grpc: bool,
+
+    /// Scorer gRPC URL for --compare-grpc without --spawn.
+    #[arg(long)]
+    pub scorer_url: Option<String>,
+
+    #[command(flatten)]
+    pub load: LoadArgs,
+
+    #[command(flatten)]
+    pub spawn: SpawnArgs,
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct FootprintArgs {
+    /// Reserve RPCs sent before measuring (each a new pod, round-robin over the nodes).
+    #[arg(long, default_value_t = 50_000)]
+    pub reserves: u64,
+
+    /// Reserve RPCs in flight at once.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+
+    /// Window over which the collector's CPU time is measured (idle, refreshing only).
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub duration: Duration,
+
+    /// Wait this long after the Reserves so forwarding to the collector settles.
+    #[arg(long, value_parser = parse_duration, default_value = "3s")]
+    pub settle: Duration,
+
+    #[command(flatten)]
+    pub spawn: SpawnArgs,
+}
+
+/// `500ms`, `10s`, `2m`, or plain seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map(|i| text.split_at(i))
+        .unwrap_or((text, "s"));
+    let value: f64 = number.parse().map_err(|_| format!("'{text}' is not a duration like 10s"))?;
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => return Err(format!("'{text}': unit must be ms, s or m")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct PrometheusArgs {
+    /// Window after the first refresh over which PromQL requests and collector CPU are
+    /// counted (the default policy's 5-minute metrics poll every 30 s).
+    #[arg(long, value_parser = parse_duration, default_value = "35s")]
+    pub steady: Duration,
+
+    #[command(flatten)]
+    pub spawn: SpawnArgs,
+}

@@ -1,0 +1,131 @@
+//! Printing results for people (stdout) and for scripts (one JSON object per line).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::load::Outcome;
+
+const QUANTILES: [(&str, f64); 4] = [("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p99.9", 0.999)];
+
+fn ms(nanos: u64) -> f64 {
+    nanos as f64 / 1e6
+}
+
+pub fn p50_ms(outcome: &Outcome) -> f64 {
+    ms(outcome.hist.value_at_quantile(0.5))
+}
+
+/// The result of a load run as JSON (latencies in milliseconds).
+pub fn outcome_json(outcome: &Outcome) -> Value {
+    let mut latency = serde_json::Map::new();
+    for (name, q) in QUANTILES {
+        latency.insert(name.into(), json!(ms(outcome.hist.value_at_quantile(q))));
+    }
+    latency.insert("max".into(), json!(ms(outcome.hist.max())));
+    latency.insert("mean".into(), json!(outcome.hist.mean() / 1e6));
+    json!({
+        "ok": outcome.ok,
+        "errors": outcome.errors,
+        "error_kinds": outcome.error_kinds,
+        "seconds": outcome.elapsed.as_secs_f64(),
+        "throughput_per_s": outcome.throughput(),
+        "latency_ms": latency,
+    })
+}
+
+pub fn print_outcome(title: &str, outcome: &Outcome) {
+    println!("{title}");
+    println!(
+        "  requests  {} ok, {} errors in {:.2} s  →  {:.0} req/s",
+        outcome.ok,
+        outcome.errors,
+        outcome.elapsed.as_secs_f64(),
+        outcome.throughput()
+    );
+    if outcome.ok > 0 {
+        let parts: Vec<String> = QUANTILES
+            .iter()
+            .map(|(name, q)| format!("{name} {:.3}", ms(outcome.hist.value_at_quantile(*q))))
+            .collect();
+        println!("  latency   {}  max {:.3}  (ms)", parts.join("  "), ms(outcome.hist.max()));
+    }
+    for (kind, n) in &outcome.error_kinds {
+        println!("  error     {kind}: {n}");
+    }
+}
+
+/// Cumulative bucket counts of one method's request-duration histogram, scraped from a
+/// server's `/metrics` (prometheus-client text): upper bound (seconds) → count.
+pub type Buckets = BTreeMap<u64, (f64, u64)>;
+
+pub async fn scrape_buckets(
+    admin_url: &str,
+    metric: &str,
+    method: &str,
+) -> anyhow::Result<Buckets> {
+    let text = reqwest::get(format!("{admin_url}/metrics")).await?.text().await?;
+    let prefix = format!("{metric}_bucket{{");
+    let method_label = format!("method=\"{method}\"");
+    let mut buckets = Buckets::new();
+    for line in text.lines().filter(|l| l.starts_with(&prefix) && l.contains(&method_label)) {
+        let Some(le) = line.split("le=\"").nth(1).and_then(|r| r.split('"').next()) else {
+            continue;
+        };
+        let Some(count) = line.rsplit(' ').next().and_then(|c| c.parse::<f64>().ok()) else {
+            continue;
+        };
+        let bound = if le == "+Inf" { f64::INFINITY } else { le.parse().unwrap_or(f64::INFINITY) };
+        // Key by the bound in nanoseconds so the map sorts by it.
+        let key = if bound.is_finite() { (bound * 1e9) as u64 } else { u64::MAX };
+        buckets.insert(key, (bound, count as u64));
+    }
+    Ok(buckets)
+}
+
+/// Server-side view of a run from the difference of two scrapes: requests, the share
+/// answered within 1 ms, and the bucket bounds holding p50 and p99.
+pub fn server_summary(before: &Buckets, after: &Buckets) -> Option<Value> {
+    let delta: Vec<(f64, u64)> = after
+        .iter()
+        .map(|(k, (bound, n))| (*bound, n - before.get(k).map(|b| b.1).unwrap_or(0)))
+        .collect();
+    let total = delta.last()?.1;
+    if total == 0 {
+        return None;
+    }
+    let bound_at = |q: f64| {
+        let rank = (q * total as f64).ceil() as u64;
+        delta.iter().find(|(_, n)| *n >= rank).map(|(b, _)| *b * 1e3)
+    };
+    let within_1ms =
+        delta.iter().filter(|(b, _)| *b <= 0.001).map(|(_, n)| *n).next_back().unwrap_or(0);
+    Some(json!({
+        "requests": total,
+        "share_within_0_977ms": within_1ms as f64 / total as f64,
+        "p50_at_most_ms": bound_at(0.5),
+        "p99_at_most_ms": bound_at(0.99),
+    }))
+}
+
+pub fn print_server(summary: &Value) {
+    let share = summary["share_within_0_977ms"].as_f64().unwrap_or(0.0);
+    let p50 = summary["p50_at_most_ms"].as_f64().unwrap_or(f64::NAN);
+    let p99 = summary["p99_at_most_ms"].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "  in scorer {} requests; p50 ≤ {p50:.3} ms, p99 ≤ {p99:.3} ms (histogram bucket bounds); \
+         {:.2} % within 0.977 ms",
+        summary["requests"],
+        share * 100.0
+    );
+}
+
+pub fn append_json(path: Option<&Path>, value: &Value) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        writeln!(file, "{value}")?;
+    }
+    Ok(())
+}

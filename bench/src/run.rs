@@ -1,0 +1,267 @@
+//! One function per subcommand: start the stack when asked, drive the load, report.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+
+use crate::args::{Args, Command, FootprintArgs, HttpArgs, LoadArgs, RpcArgs};
+use crate::load::{self, Outcome};
+use crate::procs::Stack;
+use crate::report;
+use crate::targets::{self, Extender, Grpc};
+
+const SCORER_HISTOGRAM: &str = "waterline_scorer_grpc_request_duration_seconds";
+
+pub async fn run(args: Args) -> Result<()> {
+    let progress = !args.no_progress;
+    let (kind, mut result) = match &args.command {
+        Command::Score(rpc) => ("score", grpc(rpc, Verb::Score, progress).await?),
+        Command::Filter(rpc) => ("filter", grpc(rpc, Verb::Filter, progress).await?),
+        Command::Reserve(rpc) => ("reserve", grpc(rpc, Verb::Reserve, progress).await?),
+        Command::ExtenderPrioritize(h) => {
+            ("extender-prioritize", extender(h, true, progress).await?)
+        }
+        Command::ExtenderFilter(h) => ("extender-filter", extender(h, false, progress).await?),
+        Command::Footprint(f) => ("footprint", footprint(f, progress).await?),
+        Command::PrometheusRefresh(p) => {
+            ("prometheus-refresh", crate::prometheus::refresh(p).await?)
+        }
+    };
+    result["kind"] = json!(kind);
+    result["label"] = json!(args.label);
+    report::append_json(args.json_out.as_deref(), &result)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Verb {
+    Score,
+    Filter,
+    Reserve,
+}
+
+fn load_json(load: &LoadArgs, cluster: usize) -> Value {
+    json!({
+        "nodes": load.nodes, "cluster_nodes": cluster, "concurrency": load.concurrency,
+        "connections": load.connections,
+    })
+}
+
+/// Drives `verb` against a scorer; with `admin`, also reports the scorer's own histogram.
+async fn drive_grpc(
+    url: &str,
+    admin: Option<&str>,
+    verb: Verb,
+    load: &LoadArgs,
+    cluster: usize,
+    explain: bool,
+    progress: bool,
+) -> Result<(Outcome, Option<Value>)> {
+    let clients = targets::connect(url, load.connections).await?;
+    let target = Grpc::new(clients, load.nodes, cluster, explain);
+    let method = match verb {
+        Verb::Score => "Score",
+        Verb::Filter => "Filter",
+        Verb::Reserve => "Reserve",
+    };
+    let before = match admin {
+        Some(a) => Some(report::scrape_buckets(a, SCORER_HISTOGRAM, method).await?),
+        None => None,
+    };
+    let outcome = load::drive(load, method, progress, move |i| {
+        let target = target.clone();
+        async move {
+            match verb {
+                Verb::Score => target.score(i).await,
+                Verb::Filter => target.filter(i).await,
+                Verb::Reserve => target.reserve(i).await,
+            }
+        }
+    })
+    .await;
+    let server = match (admin, before) {
+        (Some(a), Some(before)) => {
+            let after = report::scrape_buckets(a, SCORER_HISTOGRAM, method).await?;
+            report::server_summary(&before, &after)
+        }
+        _ => None,
+    };
+    Ok((outcome, server))
+}
+
+fn print_procs(stack: &Stack) -> Value {
+    println!("  (server logs in {})", stack.log_dir.display());
+    let mut out = serde_json::Map::new();
+    for proc in stack.procs() {
+        if let Ok(stat) = proc.stat() {
+            println!(
+                "  process   {:<20} pid {:>7}  VmRSS {:>7.1} MiB  CPU {:>7.2} s",
+                proc.name,
+                proc.pid(),
+                stat.rss_kib as f64 / 1024.0,
+                stat.cpu_secs
+            );
+            out.insert(
+                proc.name.into(),
+                json!({"rss_mib": stat.rss_kib as f64 / 1024.0, "cpu_s": stat.cpu_secs}),
+            );
+        }
+    }
+    Value::Object(out)
+}
+
+async fn grpc(rpc: &RpcArgs, verb: Verb, progress: bool) -> Result<Value> {
+    let stack = if rpc.spawn.spawn { Some(Stack::start(&rpc.spawn, false).await?) } else { None };
+    let url = stack.as_ref().map(|s| s.scorer.url()).unwrap_or_else(|| rpc.scorer_url.clone());
+    let admin = stack.as_ref().map(|s| s.scorer.admin_url()).or_else(|| rpc.scorer_admin.clone());
+    let cluster = rpc.spawn.cluster_nodes;
+    let (outcome, server) =
+        drive_grpc(&url, admin.as_deref(), verb, &rpc.load, cluster, rpc.explain, progress).await?;
+    let title = format!(
+        "{} {} candidates of {cluster} nodes, concurrency {}{}",
+        match verb {
+            Verb::Score => "Score",
+            Verb::Filter => "Filter",
+            Verb::Reserve => "Reserve",
+        },
+        rpc.load.nodes,
+        rpc.load.concurrency,
+        if rpc.explain { ", explain" } else { "" }
+    );
+    report::print_outcome(&title, &outcome);
+    let mut result = report::outcome_json(&outcome);
+    result["load"] = load_json(&rpc.load, cluster);
+    result["explain"] = json!(rpc.explain);
+    if let Some(server) = &server {
+        report::print_server(server);
+        result["scorer"] = server.clone();
+    }
+    if let Some(stack) = &stack {
+        result["processes"] = print_procs(stack);
+    }
+    Ok(result)
+}
+
+async fn extender(h: &HttpArgs, prioritize: bool, progress: bool) -> Result<Value> {
+    let stack = if h.spawn.spawn { Some(Stack::start(&h.spawn, true).await?) } else { None };
+    let base = stack
+        .as_ref()
+        .and_then(|s| s.extender.as_ref())
+        .map(|e| e.url())
+        .unwrap_or_else(|| h.extender_url.clone());
+    let cluster = h.spawn.cluster_nodes;
+    let verb = if prioritize { "prioritize" } else { "filter" };
+    let target = Extender::new(
+        &base,
+        &h.prefix,
+        verb,
+        h.load.nodes,
+        cluster,
+        &h.scheduler_name,
+        h.load.timeout,
+    )?;
+    let outcome = load::drive(&h.load, verb, progress, move |i| {
+        let target = target.clone();
+        async move { if prioritize { target.prioritize(i).await } else { target.filter(i).await } }
+    })
+    .await;
+    report::print_outcome(
+        &format!(
+            "extender {verb}: {} names of {cluster} nodes, concurrency {}",
+            h.load.nodes, h.load.concurrency
+        ),
+        &outcome,
+    );
+    let mut result = report::outcome_json(&outcome);
+    result["load"] = load_json(&h.load, cluster);
+
+    if h.compare_grpc {
+        let url = stack
+            .as_ref()
+            .map(|s| s.scorer.url())
+            .or_else(|| h.scorer_url.clone())
+            .context("--compare-grpc needs --spawn or --scorer-url")?;
+        let admin = stack.as_ref().map(|s| s.scorer.admin_url());
+        let grpc_verb = if prioritize { Verb::Score } else { Verb::Filter };
+        let (direct, server) =
+            drive_grpc(&url, admin.as_deref(), grpc_verb, &h.load, cluster, false, progress)
+                .await?;
+        report::print_outcome(
+            &format!("gRPC {} directly, same load", if prioritize { "Score" } else { "Filter" }),
+            &direct,
+        );
+        let overhead = report::p50_ms(&outcome) - report::p50_ms(&direct);
+        println!("  adapter overhead (p50 extender − p50 gRPC): {overhead:.3} ms");
+        result["grpc"] = report::outcome_json(&direct);
+        if let Some(server) = server {
+            result["grpc"]["scorer"] = server;
+        }
+        result["overhead_p50_ms"] = json!(overhead);
+    }
+    if let Some(stack) = &stack {
+        result["processes"] = print_procs(stack);
+    }
+    Ok(result)
+}
+
+/// Reads one gauge or counter (no labels) from a server's `/metrics`.
+async fn scrape_value(admin_url: &str, name: &str) -> Option<f64> {
+    let text = reqwest::get(format!("{admin_url}/metrics")).await.ok()?.text().await.ok()?;
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+async fn footprint(f: &FootprintArgs, progress: bool) -> Result<Value> {
+    let stack = Stack::start(&f.spawn, false).await?;
+    let cluster = f.spawn.cluster_nodes;
+    println!("footprint: {cluster} synthetic nodes, {} Reserves", f.reserves);
+    let idle = print_procs(&stack);
+
+    let load = LoadArgs {
+        nodes: 1,
+        concurrency: f.concurrency,
+        connections: 1,
+        duration: Duration::from_secs(3600),
+        requests: Some(f.reserves),
+        warmup: Duration::ZERO,
+        timeout: Duration::from_secs(5),
+    };
+    let (reserves, _) =
+        drive_grpc(&stack.scorer.url(), None, Verb::Reserve, &load, cluster, false, progress)
+            .await?;
+    report::print_outcome("Reserve (filling the ledger)", &reserves);
+    tokio::time::sleep(f.settle).await;
+    let ledger = scrape_value(&stack.collector.admin_url(), "waterline_ledger_entries").await;
+    println!("  collector ledger entries: {}", ledger.map(|v| v.to_string()).unwrap_or("?".into()));
+    let filled = print_procs(&stack);
+
+    // CPU over an idle window: the synthetic source refreshes every node each interval and
+    // streams the update to the scorer; nothing else runs.
+    let interval =
+        crate::args::parse_duration(&f.spawn.synthetic_interval).map_err(anyhow::Error::msg)?;
+    let (c0, s0) = (stack.collector.stat()?, stack.scorer.stat()?);
+    tokio::time::sleep(f.duration).await;
+    let (c1, s1) = (stack.collector.stat()?, stack.scorer.stat()?);
+    let refreshes = f.duration.as_secs_f64() / interval.as_secs_f64();
+    let collector_ms = (c1.cpu_secs - c0.cpu_secs) * 1e3 / refreshes;
+    let scorer_ms = (s1.cpu_secs - s0.cpu_secs) * 1e3 / refreshes;
+    println!(
+        "  CPU per refresh over {:.0} s ({refreshes:.1} refreshes of {cluster} nodes): \
+         collector {collector_ms:.1} ms, scorer {scorer_ms:.1} ms",
+        f.duration.as_secs_f64()
+    );
+    let end = print_procs(&stack);
+    let mut result = json!({
+        "cluster_nodes": cluster,
+        "reserves": report::outcome_json(&reserves),
+        "ledger_entries": ledger,
+        "idle": idle, "filled": filled, "end": end,
+        "refreshes": refreshes,
+        "collector_cpu_ms_per_refresh": collector_ms,
+        "scorer_cpu_ms_per_refresh": scorer_ms,
+    });
+    result["processes"] = result["end"].clone();
+    Ok(result)
+}

@@ -1,0 +1,241 @@
+//! What one request is: pre-built gRPC messages or HTTP bodies (so the generator spends its
+//! time sending, not formatting), and the check that the answer is a success.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use bytes::Bytes;
+use tonic::transport::{Channel, Endpoint};
+use waterline_api::v1 as pb;
+use waterline_api::v1::scorer_service_client::ScorerServiceClient;
+
+/// Distinct candidate windows pre-built per run (request `i` uses window `i % WINDOWS`).
+const WINDOWS: usize = 64;
+
+/// `synthetic-00000`, … as `waterline-collector --synthetic-nodes` names them.
+pub fn node_name(i: usize) -> String {
+    format!("synthetic-{i:05}")
+}
+
+/// Window `w` of `nodes` names, wrapping at `cluster`.
+fn window(w: usize, nodes: usize, cluster: usize) -> Vec<String> {
+    let cluster = cluster.max(1);
+    (0..nodes).map(|k| node_name((w * nodes + k) % cluster)).collect()
+}
+
+fn windows(nodes: usize, cluster: usize) -> Vec<Vec<String>> {
+    // Every window is the same when one request covers the whole cluster.
+    let count = if nodes >= cluster { 1 } else { WINDOWS };
+    (0..count).map(|w| window(w, nodes, cluster)).collect()
+}
+
+pub fn pod(uid: &str, scheduler_name: &str) -> pb::PodInfo {
+    pb::PodInfo {
+        namespace: "bench".into(),
+        name: uid.into(),
+        uid: uid.into(),
+        labels: [("app".to_string(), "bench".to_string())].into(),
+        cpu_request_millis: 500,
+        memory_request_bytes: 512 << 20,
+        scheduler_name: scheduler_name.into(),
+        ..Default::default()
+    }
+}
+
+pub async fn connect(
+    url: &str,
+    connections: usize,
+) -> anyhow::Result<Vec<ScorerServiceClient<Channel>>> {
+    let mut clients = Vec::new();
+    for _ in 0..connections.max(1) {
+        let channel = Endpoint::from_shared(url.to_owned())?
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .with_context(|| format!("connecting to the scorer at {url}"))?;
+        clients.push(
+            ScorerServiceClient::new(channel)
+                .max_decoding_message_size(64 << 20)
+                .max_encoding_message_size(64 << 20),
+        );
+    }
+    Ok(clients)
+}
+
+fn code(status: tonic::Status) -> String {
+    format!("grpc {:?}", status.code())
+}
+
+#[derive(Clone)]
+pub struct Grpc {
+    clients: Arc<Vec<ScorerServiceClient<Channel>>>,
+    windows: Arc<Vec<Vec<String>>>,
+    nodes: usize,
+    explain: bool,
+    run_id: u64,
+    cluster: usize,
+}
+
+impl Grpc {
+    pub fn new(
+        clients: Vec<ScorerServiceClient<Channel>>,
+        nodes: usize,
+        cluster: usize,
+        explain: bool,
+    ) -> Self {
+        let run_id = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
+        Grpc {
+            clients: Arc::new(clients),
+            windows: Arc::new(windows(nodes, cluster)),
+            nodes,
+            explain,
+            run_id,
+            cluster,
+        }
+    }
+
+    fn client(&self, i: u64) -> ScorerServiceClient<Channel> {
+        self.clients[i as usize % self.clients.len()].clone()
+    }
+
+    fn names(&self, i: u64) -> Vec<String> {
+        self.windows[i as usize % self.windows.len()].clone()
+    }
+
+    pub async fn score(self, i: u64) -> Result<(), String> {
+        let request = pb::ScoreRequest {
+            pod: Some(pod(&format!("score-{i}"), "")),
+            node_names: self.names(i),
+            explain: self.explain,
+        };
+        let answer = self.client(i).score(request).await.map_err(code)?.into_inner();
+        if answer.scores.len() != self.nodes {
+            return Err("score: wrong number of scores".into());
+        }
+        Ok(())
+    }
+
+    pub async fn filter(self, i: u64) -> Result<(), String> {
+        let request = pb::FilterRequest {
+            pod: Some(pod(&format!("filter-{i}"), "")),
+            node_names: self.names(i),
+        };
+        let answer = self.client(i).filter(request).await.map_err(code)?.into_inner();
+        if answer.feasible_nodes.len() + answer.rejected.len() != self.nodes {
+            return Err("filter: answer does not cover every candidate".into());
+        }
+        Ok(())
+    }
+
+    /// A new pod per request, on node `i % cluster`.
+    pub async fn reserve(self, i: u64) -> Result<(), String> {
+        let request = pb::ReserveRequest {
+            pod: Some(pod(&format!("bench-{}-{i}", self.run_id), "")),
+            node_name: node_name(i as usize % self.cluster.max(1)),
+        };
+        self.client(i).reserve(request).await.map_err(code)?;
+        Ok(())
+    }
+}
+
+/// The extender's verbs with names-only bodies (`nodeCacheCapable: true`).
+#[derive(Clone)]
+pub struct Extender {
+    http: reqwest::Client,
+    url: Arc<str>,
+    /// Pre-serialised request bodies (a clone is a reference count).
+    bodies: Arc<Vec<Bytes>>,
+    nodes: usize,
+}
+
+/// `k8s.io/kube-scheduler/extender/v1.ExtenderArgs` with `Nodes: null` and `NodeNames`.
+pub fn extender_args(names: &[String], scheduler_name: &str) -> serde_json::Value {
+    serde_json::json!({
+        "Pod": {
+            "metadata": {
+                "name": "bench", "namespace": "bench", "uid": "bench-uid",
+                "labels": {"app": "bench"},
+            },
+            "spec": {
+                "schedulerName": scheduler_name,
+                "containers": [{
+                    "name": "app",
+                    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}},
+                }],
+            },
+        },
+        "Nodes": null,
+        "NodeNames": names,
+    })
+}
+
+impl Extender {
+    /// `verb` is `prioritize` or `filter`.
+    pub fn new(
+        base: &str,
+        prefix: &str,
+        verb: &str,
+        nodes: usize,
+        cluster: usize,
+        scheduler_name: &str,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder().tcp_nodelay(true).timeout(timeout).build()?;
+        let bodies = windows(nodes, cluster)
+            .iter()
+            .map(|names| serde_json::to_vec(&extender_args(names, scheduler_name)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let url = format!("{}{}/{verb}", base.trim_end_matches('/'), prefix);
+        Ok(Extender {
+            http,
+            url: url.into(),
+            bodies: Arc::new(bodies.into_iter().map(Bytes::from).collect()),
+            nodes,
+        })
+    }
+
+    async fn post(&self, i: u64) -> Result<Bytes, String> {
+        let body = self.bodies[i as usize % self.bodies.len()].clone();
+        let answer = self
+            .http
+            .post(&*self.url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| {
+                if e.is_timeout() { "timeout".to_owned() } else { "http transport".to_owned() }
+            })?;
+        let status = answer.status();
+        let bytes = answer.bytes().await.map_err(|_| "http body".to_owned())?;
+        if !status.is_success() {
+            return Err(format!("http {}", status.as_u16()));
+        }
+        Ok(bytes)
+    }
+
+    /// prioritize answers a bare `HostPriorityList` array, one entry per candidate.
+    pub async fn prioritize(self, i: u64) -> Result<(), String> {
+        let bytes = self.post(i).await?;
+        let list: Vec<serde_json::Value> = serde_json::from_slice(&bytes)
+            .map_err(|_| "prioritize: not a JSON array".to_owned())?;
+        if list.len() != self.nodes {
+            return Err("prioritize: wrong number of entries".into());
+        }
+        Ok(())
+    }
+
+    /// filter answers an `ExtenderFilterResult`; a non-empty `Error` is a failure.
+    pub async fn filter(self, i: u64) -> Result<(), String> {
+        let bytes = self.post(i).await?;
+        let result: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|_| "filter: not JSON".to_owned())?;
+        match result.get("Error").and_then(|e| e.as_str()) {
+            Some(e) if !e.is_empty() => Err("filter: Error set".into()),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Criterion benches of the pure policy path (issue 7, item 1): Filter and Score for one pod
+//! over 100 … 15,000 candidate nodes with the default six metrics and a ledger of 10 entries
+//! per node, and a full snapshot update (upserting every node).
+//!
+//! Run with short measurement times so the suite stays within a few minutes:
+//! `cargo bench -p waterline-core --bench engine -- --warm-up-time 1 --measurement-time 3`
+//! (`scripts/bench.sh` does). Timing targets live in BENCHMARKS.md, never in tests.
+
+use std::cell::{OnceCell, RefCell};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use waterline_core::estimate::Usage;
+use waterline_core::policy::Policy;
+use waterline_core::snapshot::{Capacity, Sample};
+use waterline_core::time::Millis;
+use waterline_core::{LedgerEntry, LedgerSource, Pod, Snapshot, UnixMillis, engine};
+
+const NOW: UnixMillis = UnixMillis(1_800_000_000_000);
+const SIZES: [usize; 4] = [100, 1_000, 5_000, 15_000];
+const LEDGER_PER_NODE: usize = 10;
+
+/// `synthetic-00000`, … — the names `waterline-collector --synthetic-nodes` uses.
+fn node_names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("synthetic-{i:05}")).collect()
+}
+
+/// Deterministic spread of utilisations (no rand dependency in core).
+fn level(i: usize, salt: usize) -> f64 {
+    ((i * 37 + salt * 11) % 80) as f64 + 5.0
+}
+
+/// One full update: every node with a sample for each of the policy's metrics.
+fn update(policy: &Policy, names: &[String]) -> Vec<(String, Capacity, Vec<(String, Sample)>)> {
+    let shapes = [(8_000, 32i64 << 30), (16_000, 64 << 30), (32_000, 128 << 30)];
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let (cpu_millis, memory_bytes) = shapes[i % shapes.len()];
+            let samples = policy
+                .metrics
+                .iter()
+                .enumerate()
+                .map(|(m, spec)| {
+                    let at = NOW.minus(Millis::from_secs(10));
+                    (spec.name.clone(), Sample { value: level(i, m), at })
+                })
+                .collect();
+            (name.clone(), Capacity { cpu_millis, memory_bytes }, samples)
+        })
+        .collect()
+}
+
+fn apply(snapshot: &mut Snapshot, update: &[(String, Capacity, Vec<(String, Sample)>)]) {
+    for (name, capacity, samples) in update {
+        snapshot.upsert_node(name, *capacity, samples.iter().map(|(m, s)| (m.as_str(), *s)));
+    }
+}
+
+/// `nodes.len()` nodes with six fresh samples each and 10 ledger entries per node, most of
+/// them still inside the absorb window (so they count toward predicted load).
+fn snapshot(policy: &Policy, names: &[String]) -> Snapshot {
+    let mut snap = Snapshot::default();
+    apply(&mut snap, &update(policy, names));
+    for (i, node) in names.iter().enumerate() {
+        for k in 0..LEDGER_PER_NODE {
+            let uid = format!("pod-{i:05}-{k}");
+            snap.ledger.apply(LedgerEntry {
+                uid: uid.clone(),
+                namespace: "default".into(),
+                name: uid,
+                node: node.clone(),
+                placed_at: NOW.minus(Millis::from_secs(60 * k as i64)),
+                usage: Usage { cpu_millis: 250, memory_bytes: 256 << 20 },
+                source: LedgerSource::Watch,
+                labels: BTreeMap::from([("app".to_string(), format!("app-{k}"))]),
+            });
+        }
+    }
+    snap
+}
+
+fn pod() -> Pod {
+    Pod {
+        namespace: "default".into(),
+        name: "bench".into(),
+        uid: "bench-uid".into(),
+        labels: BTreeMap::from([("app".to_string(), "bench".to_string())]),
+        cpu_request_millis: 500,
+        memory_request_bytes: 512 << 20,
+        ..Pod::default()
+    }
+}
+
+/// Benches `run` over a snapshot of each size; a snapshot is built only when its bench runs
+/// (criterion's name filter), so a profile of one size holds no other set-up.
+fn over_sizes(
+    c: &mut Criterion,
+    group: &str,
+    sizes: &[usize],
+    run: impl Fn(&Policy, &Snapshot, &[String]) + Copy,
+) {
+    let policy = Policy::default();
+    let mut group = c.benchmark_group(group);
+    for &n in sizes {
+        group.throughput(Throughput::Elements(n as u64));
+        // Criterion calls the closure once per sample: build the input once, on first use.
+        let input = OnceCell::new();
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            let (names, snap) = input.get_or_init(|| {
+                let names = node_names(n);
+                let snap = snapshot(&policy, &names);
+                (names, snap)
+            });
+            b.iter(|| run(&policy, snap, black_box(names)))
+        });
+    }
+    group.finish();
+}
+
+fn filter_and_score(c: &mut Criterion) {
+    let pod = &pod();
+    over_sizes(c, "filter", &SIZES, move |policy, snap, names| {
+        black_box(engine::filter(policy, snap, pod, names, NOW));
+    });
+    over_sizes(c, "score", &SIZES, move |policy, snap, names| {
+        black_box(engine::score(policy, snap, pod, names, NOW, false));
+    });
+    // What the scorer does per request with `explain: true` (six terms per node).
+    over_sizes(c, "score_explain", &[100, 5_000], move |policy, snap, names| {
+        black_box(engine::score(policy, snap, pod, names, NOW, true));
+    });
+}
+
+fn snapshot_apply(c: &mut Criterion) {
+    let policy = Policy::default();
+    let mut group = c.benchmark_group("snapshot_apply");
+    for &n in &SIZES {
+        group.throughput(Throughput::Elements(n as u64));
+        let input = OnceCell::new();
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            // Upserting into a snapshot that already holds every node: the steady state of
+            // a collector refresh reaching a scorer.
+            let (update, snap) = input.get_or_init(|| {
+                let names = node_names(n);
+                (update(&policy, &names), RefCell::new(snapshot(&policy, &names)))
+            });
+            b.iter(|| apply(&mut snap.borrow_mut(), black_box(update)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, filter_and_score, snapshot_apply);
+criterion_main!(benches);
