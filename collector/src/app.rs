@@ -60,7 +60,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         gauges.subscribers.clone(),
     );
     let prometheus_metrics = prometheus::SourceMetrics::register(&mut registry);
-    let admin = Admin::new(registry);
+    let admin = Admin::new(registry).with_tls(waterline_runtime::https::admin_config(&args.common)?);
 
     // Kubernetes nodes and their addresses, for mapping series to nodes; empty (identity)
     // unless a source or --node-map fills it.
@@ -203,7 +203,11 @@ async fn start_kube(
         // An operator's --node-map wins over the addresses the API server reports.
         let addresses: Option<Box<dyn NodeAddresses>> = match args.node_map {
             Some(_) => None,
-            None => Some(Box::new(directory.clone())),
+            None => {
+                // Until the first node list, series map to no node rather than to IP names.
+                directory.attach_source();
+                Some(Box::new(directory.clone()))
+            }
         };
         kube_source::spawn_node_watch(client, state.clone(), addresses);
         tracing::info!("watching Kubernetes pods and nodes");
