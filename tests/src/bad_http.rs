@@ -102,10 +102,19 @@ impl Rule {
     }
 }
 
+/// One request as received.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    /// The PromQL (`query` parameter), or the path for requests without one.
+    pub query: String,
+    /// Header names lower-cased; repeated headers joined with `, `.
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
 struct Inner {
     upstream: Option<String>,
     rules: Mutex<Vec<Rule>>,
-    seen: Mutex<Vec<String>>,
+    seen: Mutex<Vec<Seen>>,
     client: reqwest::Client,
 }
 
@@ -150,6 +159,11 @@ impl BadHttp {
     /// The PromQL of every request so far (the path for requests without a `query`), in
     /// arrival order.
     pub fn queries(&self) -> Vec<String> {
+        self.requests().into_iter().map(|s| s.query).collect()
+    }
+
+    /// Every request so far, with its headers.
+    pub fn requests(&self) -> Vec<Seen> {
         self.inner.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -184,7 +198,22 @@ async fn handle(
         .and_then(promql)
         .or_else(|| promql(&String::from_utf8_lossy(&body)))
         .unwrap_or_else(|| uri.path().to_owned());
-    inner.seen.lock().unwrap_or_else(|e| e.into_inner()).push(query.clone());
+    let mut seen_headers = std::collections::BTreeMap::<String, String>::new();
+    for (name, value) in &headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        seen_headers
+            .entry(name.as_str().to_owned())
+            .and_modify(|v| {
+                v.push_str(", ");
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    inner
+        .seen
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Seen { query: query.clone(), headers: seen_headers });
     let rule = {
         let rules = inner.rules.lock().unwrap_or_else(|e| e.into_inner());
         rules.iter().find(|r| query.contains(&r.contains)).cloned()

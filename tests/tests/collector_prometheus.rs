@@ -484,3 +484,75 @@ async fn slow_garbage_and_invalid_promql_only_hurt_their_own_metric() -> Result<
     }
     Ok(())
 }
+
+/// The bearer token (re-read on every query, so a rotated token is used), basic auth and
+/// extra headers reach the endpoint; `--prometheus-capacity=false` leaves only the metric
+/// queries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_and_extra_headers_reach_the_endpoint() -> Result<()> {
+    let endpoint = BadHttp::start(None).await?;
+    let dir = tempfile::tempdir()?;
+    let token = dir.path().join("token");
+    std::fs::write(&token, "first-token\n")?;
+    let c = Collector::start(
+        &endpoint.url(),
+        &policy(&RULES[..1], "1s"),
+        &[
+            &format!("--prometheus-bearer-token-file={}", token.display()),
+            "--prometheus-header=X-Scope-OrgID: tenant-a",
+            "--prometheus-capacity=false",
+        ],
+    )
+    .await?;
+    let first = endpoint.requests();
+    ensure!(!first.is_empty(), "no request before ready");
+    for r in &first {
+        ensure!(r.query == RULES[0].1, "unexpected query {:?}", r.query);
+        ensure!(
+            r.headers.get("authorization").map(String::as_str) == Some("Bearer first-token"),
+            "{:?}",
+            r.headers
+        );
+        ensure!(
+            r.headers.get("x-scope-orgid").map(String::as_str) == Some("tenant-a"),
+            "{:?}",
+            r.headers
+        );
+    }
+    std::fs::write(&token, "second-token")?;
+    wait_until(Duration::from_secs(10), || async {
+        let last = endpoint.requests().pop().context("no request")?;
+        let auth = last.headers.get("authorization").cloned().unwrap_or_default();
+        ensure!(auth == "Bearer second-token", "{auth}");
+        Ok(())
+    })
+    .await
+    .with_context(|| c.log())?;
+    drop(c);
+
+    let basic = BadHttp::start(None).await?;
+    let password = dir.path().join("password");
+    std::fs::write(&password, "p@ss w0rd\n")?;
+    let c = Collector::start(
+        &basic.url(),
+        &policy(&RULES[..1], "1s"),
+        &[
+            "--prometheus-basic-auth-user=waterline",
+            &format!("--prometheus-basic-auth-password-file={}", password.display()),
+        ],
+    )
+    .await?;
+    let seen = basic.requests();
+    // The metric and the two capacity queries (on by default without Kubernetes).
+    ensure!(seen.len() >= 3, "{seen:?}");
+    for r in &seen {
+        ensure!(
+            r.headers.get("authorization").map(String::as_str)
+                == Some("Basic d2F0ZXJsaW5lOnBAc3MgdzByZA=="),
+            "{:?}\n{}",
+            r.headers,
+            c.log()
+        );
+    }
+    Ok(())
+}

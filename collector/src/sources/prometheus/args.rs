@@ -25,6 +25,7 @@ pub struct PrometheusArgs {
         long,
         value_name = "FILE",
         requires = "prometheus_url",
+        conflicts_with = "prometheus_basic_auth_user",
         env = "WATERLINE_PROMETHEUS_BEARER_TOKEN_FILE"
     )]
     pub prometheus_bearer_token_file: Option<PathBuf>,
