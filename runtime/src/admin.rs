@@ -18,11 +18,16 @@ use prometheus_client::registry::Registry;
 pub struct Admin {
     registry: Arc<Mutex<Registry>>,
     ready: Arc<AtomicBool>,
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Admin {
     pub fn new(registry: Registry) -> Self {
-        Admin { registry: Arc::new(Mutex::new(registry)), ready: Arc::new(AtomicBool::new(false)) }
+        Admin {
+            registry: Arc::new(Mutex::new(registry)),
+            ready: Arc::new(AtomicBool::new(false)),
+            tls: None,
+        }
     }
 
     pub fn set_ready(&self, ready: bool) {
@@ -41,16 +46,20 @@ impl Admin {
             .with_state(self.clone())
     }
 
+    /// Serve over TLS (`--admin-tls`).
+    pub fn with_tls(mut self, tls: Option<Arc<rustls::ServerConfig>>) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// Serves until `shutdown` resolves.
     pub async fn serve(
         self,
         addr: SocketAddr,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        tracing::info!(addr = %listener.local_addr()?, "admin listening");
-        axum::serve(listener, self.router()).with_graceful_shutdown(shutdown).await?;
-        Ok(())
+        let tls = self.tls.clone();
+        crate::https::serve(addr, self.router(), tls, "admin", shutdown).await
     }
 }
 

@@ -32,6 +32,11 @@ pub struct CommonArgs {
     /// PEM CA bundle; when set, clients must present a certificate signed by it (mTLS).
     #[arg(long, requires = "tls_cert", env = "WATERLINE_TLS_CLIENT_CA")]
     pub tls_client_ca: Option<PathBuf>,
+
+    /// Serve the admin port (/metrics, /live, /ready) over TLS too, with the same
+    /// certificate. Off by default: probes and scrapers usually speak plain HTTP in-cluster.
+    #[arg(long, requires = "tls_cert", env = "WATERLINE_ADMIN_TLS")]
+    pub admin_tls: bool,
 }
 
 /// Parses `host:port`, naming the flag on error.

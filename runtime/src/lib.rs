@@ -7,6 +7,7 @@ pub mod admin;
 pub mod args;
 pub mod convert;
 pub mod grpc;
+pub mod https;
 pub mod logging;
 pub mod policy;
 pub mod rpc_metrics;

@@ -125,7 +125,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let rpc = RpcMetrics::register(&mut registry, "waterline_scorer_grpc", "scorer gRPC request");
     let reload_metrics = ReloadMetrics::register(&mut registry);
     let (gauges, sync_metrics, forward_metrics, counters) = register(&mut registry);
-    let admin = Admin::new(registry);
+    let admin =
+        Admin::new(registry).with_tls(waterline_runtime::https::admin_config(&args.common)?);
 
     let store = Arc::new(Store::default());
     let channel = collector_endpoint(&args)?.connect_lazy();

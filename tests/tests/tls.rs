@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 use waterline_api::v1 as pb;
 use waterline_api::v1::scorer_service_client::ScorerServiceClient;
@@ -19,6 +21,9 @@ impl Pki {
     fn new() -> Result<Pki> {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        // Distinct subject names: OpenSSL (curl) takes a leaf whose subject equals its
+        // issuer's for self-signed.
+        params.distinguished_name.push(DnType::CommonName, "waterline test CA");
         let key = KeyPair::generate()?;
         let ca_pem = params.self_signed(&key)?.pem();
         Ok(Pki { ca_pem, issuer: Issuer::new(params, key) })
@@ -28,6 +33,7 @@ impl Pki {
     fn leaf(&self, usage: ExtendedKeyUsagePurpose) -> Result<(String, String)> {
         let mut params = CertificateParams::new(vec!["localhost".to_string()])?;
         params.extended_key_usages.push(usage);
+        params.distinguished_name.push(DnType::CommonName, "localhost");
         let key = KeyPair::generate()?;
         Ok((params.signed_by(&key, &self.issuer)?.pem(), key.serialize_pem()))
     }
@@ -114,5 +120,45 @@ async fn tls_end_to_end_with_client_certificates() -> Result<()> {
         Err(_) => true,
     };
     assert!(plaintext, "a plaintext client was served by a TLS listener");
+    Ok(())
+}
+
+/// `--admin-tls` serves /metrics, /live and /ready over HTTPS with the same certificate.
+#[tokio::test]
+async fn admin_port_speaks_https_when_asked() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let pki = Pki::new()?;
+    let (server_cert, server_key) = pki.leaf(ExtendedKeyUsagePurpose::ServerAuth)?;
+    let ca = write_file(dir.path(), "ca.pem", &pki.ca_pem);
+    let cert = write_file(dir.path(), "server.pem", &server_cert);
+    let key = write_file(dir.path(), "server.key", &server_key);
+    let args: Vec<String> =
+        ["--tls-cert", &cert, "--tls-key", &key, "--admin-tls", "--synthetic-nodes", "3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    let collector = Service::spawn("waterline-collector", &args)?;
+    let url = format!("https://localhost:{}/ready", collector.admin.port());
+    let ready = waterline_tests::prometheus::wait_until(Duration::from_secs(20), || {
+        let (url, ca) = (url.clone(), ca.clone());
+        async move {
+            let out = tokio::process::Command::new("curl")
+                .args(["-fsS", "--cacert", &ca, "--resolve"])
+                .arg(format!(
+                    "localhost:{}:127.0.0.1",
+                    url.split(':').nth(2).unwrap_or("0").trim_end_matches("/ready")
+                ))
+                .arg(&url)
+                .output()
+                .await?;
+            anyhow::ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+    })
+    .await?;
+    assert_eq!(ready.trim(), "ready");
+    // Plain HTTP on the TLS port gets no answer.
+    let plain = reqwest::get(format!("http://{}/ready", collector.admin)).await;
+    assert!(plain.map(|r| !r.status().is_success()).unwrap_or(true));
     Ok(())
 }
