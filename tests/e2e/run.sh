@@ -32,14 +32,16 @@ step "ensuring Prometheus (scripts/deps/prometheus.sh)"
 step "building the control-plane harness (tests/e2e/build.sh; cached, a cold build takes ~20 min)"
 "$here/build.sh"
 
-step "go test (scenarios: hot node, burst/ledger, anti-colocation, failure, throughput)"
+step "go test (scenarios: hot node, burst/ledger, water level, anti-colocation, failure, throughput)"
 cd "$here"
 start=$(date +%s)
 set +e
 mkdir -p "$here/results"
 log="$here/results/go-test.log"   # the full output (klog, process log tails on failure)
-go test -count=1 -timeout 30m -run 'Test' -v "$@" ./... 2>&1 | tee "$log" | \
-    grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok |panic)|^\s+--- |^\s+(scenarios|stack|throughput|smoke)_test\.go:'
+# -p 1: stream the output as it happens (go test buffers a package list otherwise);
+# there is one control plane per process anyway.
+go test -p 1 -count=1 -timeout 30m -run 'Test' -v "$@" ./... 2>&1 | tee "$log" | \
+    grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok |panic)|^\s+--- |^\s+[a-z_]+_test\.go:'
 rc=${PIPESTATUS[0]}
 set -e
 step "go test finished in $(( $(date +%s) - start ))s with exit code $rc (full log: $log)"

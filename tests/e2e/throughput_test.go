@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +15,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	wlv1 "github.com/waterline/waterline/plugin/gen/waterline/v1"
 )
@@ -106,7 +110,66 @@ func TestThroughput(t *testing.T) {
 			fmt.Fprintln(&report, line)
 		}
 	}
+	// The same Score call straight from Go (grpc-go) to the scorer, for comparison
+	// with the extender's own client-side timing below.
+	if line := s.probeScorer(ctx, 420, 50); line != "" {
+		t.Log(line)
+		fmt.Fprintln(&report, line)
+	}
+	// Where the time goes: mean durations from the extender's and scorer's own histograms.
+	for _, src := range []struct{ name, admin string }{{"extender", s.extenderAdmin}, {"scorer", s.scorerAdmin}} {
+		for _, line := range meanDurations(src.admin) {
+			line = src.name + ": " + line
+			t.Log(line)
+			fmt.Fprintln(&report, line)
+		}
+	}
 	writeResult(t, "throughput.txt", report.String())
+}
+
+// meanDurations reads http://admin/metrics and returns "<histogram>{labels} mean X ms over N"
+// for every *_seconds histogram (sum / count).
+func meanDurations(admin string) []string {
+	resp, err := httpc.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return []string{"metrics: " + err.Error()}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	sums := map[string]float64{}
+	counts := map[string]float64{}
+	var keys []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			continue
+		}
+		name := f[0]
+		if i := strings.Index(name, "_seconds_sum"); i > 0 {
+			k := name[:i] + name[i+len("_seconds_sum"):]
+			if _, ok := sums[k]; !ok {
+				keys = append(keys, k)
+			}
+			sums[k] = v
+		} else if i := strings.Index(name, "_seconds_count"); i > 0 {
+			counts[name[:i]+name[i+len("_seconds_count"):]] = v
+		}
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		if c := counts[k]; c > 0 {
+			out = append(out, fmt.Sprintf("%s mean %.2f ms over %.0f", k, 1000*sums[k]/c, c))
+		}
+	}
+	return out
 }
 
 type tpResult struct {
@@ -181,4 +244,32 @@ func (s *stack) measureBindings(ns string, n int, start func()) tpResult {
 		res.p50 = res.avg
 	}
 	return res
+}
+
+// probeScorer calls ScorerService/Score n times with k node names from a Go
+// client and returns the mean round trip.
+func (s *stack) probeScorer(ctx context.Context, k, n int) string {
+	conn, err := grpc.NewClient(s.scorerGRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "probe: " + err.Error()
+	}
+	defer conn.Close()
+	c := wlv1.NewScorerServiceClient(conn)
+	names := make([]string, min(k, len(s.nodes)))
+	copy(names, s.nodes)
+	req := &wlv1.ScoreRequest{Pod: &wlv1.PodInfo{Namespace: "default", Name: "probe", Uid: "probe-uid", CpuRequestMillis: 10, SchedulerName: schedulerName}, NodeNames: names}
+	var total time.Duration
+	for i := 0; i < n+1; i++ {
+		t0 := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := c.Score(cctx, req)
+		cancel()
+		if err != nil {
+			return "probe: Score: " + err.Error()
+		}
+		if i > 0 { // the first call connects
+			total += time.Since(t0)
+		}
+	}
+	return fmt.Sprintf("grpc-go -> scorer Score with %d nodes: mean %.2f ms over %d calls", len(names), float64(total.Microseconds())/1000/float64(n), n)
 }

@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestWaterLevel: 4 nodes at 10, 20, 30 and 50 % cpu, the water-level curve
+// with target 40, ledger on, `scoreMapping: rescale`. Ten pods (estimate
+// 425m = 5.3125 % of 8 cores each) are created one at a time, each after the
+// previous one's placement has reached the ledger. Every placement must be a
+// node design.md §4 predicts: U = observed + ledger + incoming, score =
+// water level(U) rounded, mapped 0..10 by rescale, the highest wins (ties:
+// any of them). Expected shape: the 30 % node first, then the 20 % node until
+// it passes 40, then the 10 % node until it passes 40; the 50 % node (above
+// the target) gets none.
+func TestWaterLevel(t *testing.T) {
+	skipShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	busy := []float64{0.10, 0.20, 0.30, 0.50}
+	const target, capMillis, estMillis = 40.0, 8000.0, 425.0
+	s := newStack(ctx, t, stackOptions{
+		Nodes:       len(busy),
+		CPUBusy:     func(i int) float64 { return busy[i] },
+		Policy:      policySpec{Metrics: []metricSpec{cpuAvg5m}, Ledger: true, ScoreMapping: "rescale"},
+		WaitMetrics: true,
+	})
+	if !s.kubeWatch {
+		t.Fatalf("BLOCKED: waterline-collector has no --kubeconfig: no pod watch feeds the ledger")
+	}
+	obs, err := s.metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.startScheduler(waterlineSched(s))
+	ns := "default"
+	ledger := map[string]float64{} // node -> ledger millis
+	var seq []string
+	for k := 0; k < 10; k++ {
+		// Prediction.
+		raw := map[string]int64{}
+		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+		for _, n := range s.nodes {
+			u := obs[n]["cpu_usage_avg_5m"] + 100*(ledger[n]+estMillis)/capMillis
+			var sc float64
+			switch {
+			case u <= target:
+				sc = (100-target)*u/target + target
+			case u <= 100:
+				sc = target * (100 - u) / (100 - target)
+			}
+			r := int64(math.Round(sc))
+			raw[n] = r
+			lo, hi = min(lo, r), max(hi, r)
+		}
+		best := []string{}
+		for _, n := range s.nodes {
+			m := int64(10)
+			if hi != lo {
+				m = int64(math.Round(float64(raw[n]-lo) * 10 / float64(hi-lo)))
+			}
+			if m == 10 {
+				best = append(best, n)
+			}
+		}
+		sort.Strings(best)
+
+		name := fmt.Sprintf("wl-%d", k)
+		s.createPods([]*v1.Pod{newPod(ns, name, withCPU("100m", "500m"))}, 1)
+		got := s.waitScheduled(ns, []string{name}, time.Minute)[name]
+		s.waitLedger(ns, name)
+		time.Sleep(300 * time.Millisecond) // collector -> scorer stream
+		ok := false
+		for _, b := range best {
+			ok = ok || b == got
+		}
+		t.Logf("pod %d: predicted %v (scores %v) -> %s", k, best, raw, got)
+		if !ok {
+			t.Errorf("pod %s placed on %s; design.md §4 predicts %v (node scores %v)", name, got, best, raw)
+		}
+		ledger[got] += estMillis
+		seq = append(seq, got)
+	}
+	t.Logf("sequence: %s", strings.Join(seq, " "))
+}
