@@ -17,7 +17,8 @@ use waterline_runtime::{logging, shutdown_signal};
 
 use crate::args::Args;
 use crate::bind::Binder;
-use crate::handlers::{Extender, HttpError, Metrics, routes};
+use crate::handlers::{Extender, Metrics};
+use crate::http::{HttpError, routes};
 
 /// `/waterline/v1/` → `/waterline/v1`; `` and `/` → `` (verbs at the root).
 fn normalize_prefix(prefix: &str) -> String {

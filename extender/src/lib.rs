@@ -9,6 +9,7 @@ mod app;
 mod args;
 pub mod bind;
 pub mod handlers;
+pub mod http;
 pub mod mapping;
 pub mod pod;
 pub mod wire;

@@ -1,10 +1,10 @@
 //! The verbs through the real router (`Router::oneshot`) against an in-process fake scorer.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use axum::http::Request as HttpRequest;
+use axum::http::{Request as HttpRequest, header};
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 use tower::ServiceExt;
 use waterline_api::v1::scorer_service_server::{ScorerService, ScorerServiceServer};

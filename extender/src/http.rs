@@ -1,0 +1,137 @@
+//! HTTP plumbing of the verbs: bounded body reading (413 past `--max-body`), JSON decoding
+//! whose errors name the JSON path, answers in the wire's shape (`{"Error": "..."}` for
+//! every 4xx), and the axum route handlers that time each call per verb.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::handlers::Extender;
+use crate::wire::ErrorResult;
+
+/// A 4xx answer with the message in the wire's `Error` field.
+#[derive(Debug)]
+pub struct HttpError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl HttpError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        HttpError { status: StatusCode::BAD_REQUEST, message: message.into() }
+    }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        json_response(self.status, &ErrorResult { error: self.message })
+    }
+}
+
+pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => (status, [(header::CONTENT_TYPE, "application/json")], Body::from(bytes))
+            .into_response(),
+        Err(error) => {
+            tracing::error!(%error, "encoding an answer failed");
+            (StatusCode::INTERNAL_SERVER_ERROR, "encoding the answer failed\n").into_response()
+        }
+    }
+}
+
+/// Reads the whole body, refusing more than `limit` bytes (413) before or while reading.
+pub async fn read_body(request: Request, limit: usize) -> Result<Bytes, HttpError> {
+    let too_large = || HttpError {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        message: format!("request body exceeds {limit} bytes (--max-body)"),
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(too_large());
+    }
+    match axum::body::to_bytes(request.into_body(), limit).await {
+        Ok(bytes) => Ok(bytes),
+        Err(error) => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+            while let Some(e) = source {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    return Err(too_large());
+                }
+                source = e.source();
+            }
+            Err(HttpError::bad_request(format!("reading the request body failed: {error}")))
+        }
+    }
+}
+
+/// Decodes `bytes` as `T`; the error names the JSON path (`Pod.spec.containers[0]...`).
+/// Every request of the protocol is a JSON object (serde would also take an array for a
+/// struct; Go would not).
+pub fn decode<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, HttpError> {
+    if bytes.trim_ascii_start().first() != Some(&b'{') {
+        return Err(HttpError::bad_request("malformed request: expected a JSON object"));
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            HttpError::bad_request(format!("malformed request: {}", e.inner()))
+        } else {
+            HttpError::bad_request(format!("malformed request at {path}: {}", e.inner()))
+        }
+    })?;
+    deserializer.end().map_err(|e| HttpError::bad_request(format!("malformed request: {e}")))?;
+    Ok(value)
+}
+
+/// The route handlers: time the call, read the body, dispatch.
+pub mod routes {
+    use super::*;
+
+    async fn serve<'s, F, Fut>(
+        ext: &'s Extender,
+        verb: &'static str,
+        request: Request,
+        f: F,
+    ) -> Response
+    where
+        F: FnOnce(&'s Extender, Bytes) -> Fut,
+        Fut: Future<Output = Result<Response, HttpError>>,
+    {
+        let timer = ext.metrics.http.start(verb);
+        let response = match read_body(request, ext.max_body).await {
+            Ok(bytes) => f(ext, bytes).await.unwrap_or_else(|e| {
+                tracing::debug!(verb, error = %e.message, "bad request");
+                e.into_response()
+            }),
+            Err(e) => e.into_response(),
+        };
+        timer.finish(response.status().as_str());
+        response
+    }
+
+    pub async fn filter(State(ext): State<Arc<Extender>>, request: Request) -> Response {
+        serve(&ext, "filter", request, |ext, bytes| async move { ext.filter(&bytes).await }).await
+    }
+
+    pub async fn prioritize(State(ext): State<Arc<Extender>>, request: Request) -> Response {
+        serve(&ext, "prioritize", request, |ext, bytes| async move { ext.prioritize(&bytes).await })
+            .await
+    }
+
+    pub async fn preempt(State(ext): State<Arc<Extender>>, request: Request) -> Response {
+        serve(&ext, "preempt", request, |ext, bytes| async move { ext.preempt(&bytes).await }).await
+    }
+
+    pub async fn bind(State(ext): State<Arc<Extender>>, request: Request) -> Response {
+        serve(&ext, "bind", request, |ext, bytes| async move { ext.bind(&bytes).await }).await
+    }
+}
