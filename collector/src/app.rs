@@ -102,7 +102,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     // Before Prometheus, so the node watch's addresses are there as early as possible.
     let pods_synced = start_kube(&args, &state, &policy, &directory).await?;
-    if let Some(config) = args.prometheus.config(false) {
+    // Capacity comes from the Kubernetes node watch when it runs (allocatable), else from
+    // Prometheus (node-exporter), unless --prometheus-capacity says otherwise.
+    let kube_capacity = pods_synced.is_some() && !args.owns_nodes();
+    if let Some(config) = args.prometheus.config(kube_capacity) {
         // Returns once every first query was attempted (bounded by the query timeout).
         prometheus::start(
             config,
