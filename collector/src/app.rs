@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use waterline_api::v1::collector_service_server::CollectorServiceServer;
@@ -60,7 +59,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         gauges.subscribers.clone(),
     );
     let prometheus_metrics = prometheus::SourceMetrics::register(&mut registry);
-    let admin = Admin::new(registry).with_tls(waterline_runtime::https::admin_config(&args.common)?);
+    let admin =
+        Admin::new(registry).with_tls(waterline_runtime::https::admin_config(&args.common)?);
 
     // Kubernetes nodes and their addresses, for mapping series to nodes; empty (identity)
     // unless a source or --node-map fills it.
@@ -137,27 +137,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     tokio::spawn(maintain(state.clone(), policy.clone(), gauges));
 
-    let (health, health_service) = tonic_health::server::health_reporter();
+    let (health, router) = grpc::router_with_health(&args.common)?;
     health.set_serving::<CollectorServiceServer<Collector>>().await;
-    let (reflection_v1, reflection_v1alpha) = grpc::reflection()?;
     let service = CollectorServiceServer::new(Collector { state, policy, rpc })
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
 
     tokio::spawn(admin.clone().serve(args.admin_addr, shutdown_signal()));
-    let listener = tokio::net::TcpListener::bind(args.grpc_addr)
-        .await
-        .with_context(|| format!("--grpc-addr {}", args.grpc_addr))?;
-    tracing::info!(addr = %listener.local_addr()?, "collector gRPC listening");
-    grpc::server_builder(&args.common)?
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(service)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown_signal(),
-        )
-        .await?;
+    grpc::serve(router.add_service(service), args.grpc_addr, "collector").await?;
     Ok(())
 }
 

@@ -1,9 +1,11 @@
 //! gRPC plumbing every server shares: reflection (v1 and v1alpha: grpcurl builds before
 //! 1.8.7 speak only v1alpha), TLS from flags, and a server builder with sane limits.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
+use tonic::transport::server::Router;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
 use crate::args::CommonArgs;
@@ -54,4 +56,32 @@ pub fn server_builder(args: &CommonArgs) -> anyhow::Result<Server> {
         builder = builder.tls_config(tls).context("TLS configuration")?;
     }
     Ok(builder)
+}
+
+/// A server with health and reflection registered; the caller adds its own service and
+/// sets health statuses through the returned reporter.
+pub fn router_with_health(
+    args: &CommonArgs,
+) -> anyhow::Result<(tonic_health::server::HealthReporter, Router)> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    let (reflection_v1, reflection_v1alpha) = reflection()?;
+    let router = server_builder(args)?
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
+    Ok((health, router))
+}
+
+/// Binds `addr` and serves `router` until SIGTERM/SIGINT.
+pub async fn serve(router: Router, addr: SocketAddr, what: &'static str) -> anyhow::Result<()> {
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--grpc-addr {addr}"))?;
+    tracing::info!(addr = %listener.local_addr()?, "{what} gRPC listening");
+    router
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            crate::shutdown_signal(),
+        )
+        .await?;
+    Ok(())
 }

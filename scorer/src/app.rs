@@ -144,11 +144,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ));
     }
 
-    let (health, health_service) = tonic_health::server::health_reporter();
+    let (health, router) = grpc::router_with_health(&args.common)?;
     health.set_not_serving::<ScorerServiceServer<Scorer>>().await;
     tokio::spawn(observe(store.clone(), policy.clone(), gauges, admin.clone(), health));
 
-    let (reflection_v1, reflection_v1alpha) = grpc::reflection()?;
     let service = ScorerServiceServer::new(Scorer {
         store,
         policy,
@@ -160,20 +159,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     .max_decoding_message_size(args.max_request_bytes);
 
     tokio::spawn(admin.serve(args.admin_addr, shutdown_signal()));
-    let listener = tokio::net::TcpListener::bind(args.grpc_addr)
-        .await
-        .with_context(|| format!("--grpc-addr {}", args.grpc_addr))?;
-    tracing::info!(addr = %listener.local_addr()?, collector = %args.collector_url, "scorer gRPC listening");
-    grpc::server_builder(&args.common)?
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(service)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown_signal(),
-        )
-        .await?;
+    tracing::info!(collector = %args.collector_url, "streaming the snapshot from the collector");
+    grpc::serve(router.add_service(service), args.grpc_addr, "scorer").await?;
     Ok(())
 }
 
