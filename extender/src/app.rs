@@ -13,7 +13,7 @@ use waterline_api::v1::scorer_service_client::ScorerServiceClient;
 use waterline_core::Policy;
 use waterline_runtime::admin::Admin;
 use waterline_runtime::policy::{PolicyHandle, ReloadMetrics};
-use waterline_runtime::{logging, shutdown_signal};
+use waterline_runtime::{https, logging, shutdown_signal};
 
 use crate::args::Args;
 use crate::bind::Binder;
@@ -61,12 +61,6 @@ fn scorer_endpoint(args: &Args) -> anyhow::Result<Endpoint> {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     logging::init(args.common.log_format);
-    if args.common.tls_cert.is_some() {
-        anyhow::bail!(
-            "--tls-cert: the extender serves plain HTTP (it runs beside kube-scheduler on \
-             localhost); TLS on this listener is not implemented yet"
-        );
-    }
     let policy = match &args.policy {
         Some(path) => waterline_runtime::policy::load(path)?,
         None => Policy::default(),
@@ -76,7 +70,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let reload_metrics = ReloadMetrics::register(&mut registry);
-    let admin = Admin::new(registry);
+    let admin = Admin::new(registry).with_tls(https::admin_config(&args.common)?);
+    // --tls-cert: the verbs over HTTPS (kube-scheduler's `enableHTTPS` + `tlsConfig.caFile`).
+    let tls = https::server_config(&args.common)?;
 
     if let Some(path) = args.policy.clone() {
         tokio::spawn(waterline_runtime::policy::watch(
@@ -111,6 +107,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("--http-addr {}", args.http_addr))?;
     tracing::info!(
         addr = %listener.local_addr()?,
+        https = tls.is_some(),
         prefix = %normalize_prefix(&args.prefix),
         scorer = %args.scorer_url,
         scheduler_names = ?args.scheduler_names,
@@ -118,9 +115,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     // Ready once listening: a scorer that is down is answered neutrally, not waited for.
     admin.set_ready(true);
-    axum::serve(listener, router(extender, &args.prefix))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    let app = router(extender, &args.prefix);
+    match tls {
+        None => axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?,
+        Some(config) => {
+            axum::serve(https::TlsListener::new(listener, config)?, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await?
+        }
+    }
     Ok(())
 }
 
