@@ -7,6 +7,7 @@ use anyhow::Context;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use prometheus_client::registry::Registry;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 use waterline_api::v1::scorer_service_client::ScorerServiceClient;
@@ -117,7 +118,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     admin.set_ready(true);
     let app = router(extender, &args.prefix);
     match tls {
-        None => axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?,
+        None => {
+            // Answers are small and latency-bound: no Nagle delay on them.
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?
+        }
         Some(config) => {
             axum::serve(https::TlsListener::new(listener, config)?, app)
                 .with_graceful_shutdown(shutdown_signal())
