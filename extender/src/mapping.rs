@@ -54,7 +54,7 @@ pub fn neutral_priorities(hosts: Vec<String>) -> Vec<HostPriority> {
 /// are available: 12 <message>, …"), so messages must not carry per-node numbers. The
 /// scorer's reasons look like `cpu_usage_avg_5m 72.3% > 65%`, `mem_usage_avg_5m has no
 /// fresh sample` or `anti-colocation app=redis with ns/pod`, joined by `; `; each becomes
-/// `cpu_usage_avg_5m above 65%`, `mem_usage_avg_5m stale`, `anti-colocation app`.
+/// `cpu_usage_avg_5m above 65 percent`, `mem_usage_avg_5m stale`, `anti-colocation app`.
 pub fn short_reason(reason: &str) -> String {
     let mut parts: Vec<String> = Vec::new();
     for part in reason.split("; ").map(str::trim).filter(|p| !p.is_empty()) {
@@ -65,9 +65,11 @@ pub fn short_reason(reason: &str) -> String {
             format!("{metric} stale")
         } else if let Some((left, limit)) = part.split_once(" > ") {
             let metric = left.split_whitespace().next().unwrap_or(left);
-            format!("{metric} above {limit}")
+            // kube-scheduler formats its FailedScheduling event with these messages as the
+            // format string, so a '%' would come out as "%!(MISSING)": spell it out.
+            format!("{metric} above {} percent", limit.trim_end_matches('%'))
         } else {
-            part.chars().take(80).collect()
+            part.chars().take(80).collect::<String>().replace('%', " percent")
         };
         if !parts.contains(&short) {
             parts.push(short);
@@ -109,11 +111,11 @@ mod tests {
     fn reasons_become_short_and_stable() {
         assert_eq!(
             short_reason("cpu_usage_avg_5m 72.3% > 65%"),
-            "waterline: cpu_usage_avg_5m above 65%"
+            "waterline: cpu_usage_avg_5m above 65 percent"
         );
         assert_eq!(
             short_reason("cpu_usage_avg_5m 70.0% > 65%; mem_usage_max_avg_1h 80.2% > 75%"),
-            "waterline: cpu_usage_avg_5m above 65%, mem_usage_max_avg_1h above 75%"
+            "waterline: cpu_usage_avg_5m above 65 percent, mem_usage_max_avg_1h above 75 percent"
         );
         assert_eq!(
             short_reason("mem_usage_avg_5m has no fresh sample"),

