@@ -53,19 +53,20 @@ pub fn parse(text: &str, now: UnixMillis) -> Result<BTreeMap<String, NodeRecord>
         if node.name.is_empty() {
             return Err(format!("nodes[{i}].name must not be empty"));
         }
-        let quantity = |v: &Option<serde_yaml::Value>,
-                        parse: fn(&str) -> Result<i64, String>,
-                        field| {
-            let text = match v {
-                None => return Ok(0),
-                Some(serde_yaml::Value::String(s)) => s.clone(),
-                Some(serde_yaml::Value::Number(n)) => n.to_string(),
-                Some(other) => {
-                    return Err(format!("nodes[{i}].capacity.{field}: {other:?} is not a quantity"));
-                }
+        let quantity =
+            |v: &Option<serde_yaml::Value>, parse: fn(&str) -> Result<i64, String>, field| {
+                let text = match v {
+                    None => return Ok(0),
+                    Some(serde_yaml::Value::String(s)) => s.clone(),
+                    Some(serde_yaml::Value::Number(n)) => n.to_string(),
+                    Some(other) => {
+                        return Err(format!(
+                            "nodes[{i}].capacity.{field}: {other:?} is not a quantity"
+                        ));
+                    }
+                };
+                parse(&text).map_err(|e| format!("nodes[{i}].capacity.{field}: {e}"))
             };
-            parse(&text).map_err(|e| format!("nodes[{i}].capacity.{field}: {e}"))
-        };
         let capacity = Capacity {
             cpu_millis: quantity(&node.capacity.cpu, parse_cpu_millis, "cpu")?,
             memory_bytes: quantity(&node.capacity.memory, parse_bytes, "memory")?,
