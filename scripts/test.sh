@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test tier, in order: installs what a fresh machine lacks, builds, then runs
-#   1. proto lint (buf, STANDARD rules)
+#   1. proto lint (buf, STANDARD rules), deploy/ manifest validation, rustfmt
 #   2. Rust unit and integration tests (real binaries, real Prometheus, loopback only)
 #   3. Go tests of the scheduler plugin (if present)
 #   4. the end-to-end suite on a real kube-apiserver + kube-scheduler (if present)
@@ -19,6 +19,12 @@ export PATH="$PWD/.tools/venv/bin:$PATH"
 step "proto lint (buf lint, STANDARD)"
 buf lint
 buf format --diff --exit-code
+
+step "deploy/ manifests (kubectl kustomize + kubernetes-validate --strict, offline)"
+scripts/deps/manifests.sh --check
+
+step "rust: formatting"
+cargo fmt --all -- --check
 
 step "rust: build binaries"
 cargo build --workspace --bins --locked
