@@ -2,7 +2,8 @@
 """Medians over repeated runs of scripts/bench.sh results, as Markdown tables.
 
 Usage: python3 bench/summary.py target/bench/<run>/
-Reads criterion.jsonl, rpc.jsonl, extender.jsonl and footprint.jsonl (whichever exist).
+Reads criterion.jsonl, rpc.jsonl, extender.jsonl, footprint.jsonl and prometheus.jsonl
+(whichever exist).
 """
 import json
 import os
@@ -95,6 +96,25 @@ def main(out):
             ("Reserve RPCs/s while filling", lambda r: r["reserves"]["throughput_per_s"]),
         ):
             print(f"| {name} | {med(f):.1f} | {len(foot)} |")
+        print()
+
+    prom = rows(os.path.join(out, "prometheus.jsonl"))
+    if prom:
+        print("## collector against a real Prometheus (medians over runs)\n")
+        print("| measure | median | runs |")
+        print("|---|---|---|")
+        for name, key in (
+            ("nodes", "cluster_nodes"),
+            ("policy metrics", "metrics"),
+            ("first full refresh, wall ms from start", "first_refresh_ms"),
+            ("PromQL requests in the first full refresh", "first_refresh_promql_requests"),
+            ("collector CPU ms until the first full refresh (incl. start-up)", "first_refresh_collector_cpu_ms"),
+            ("steady window, s", "steady_seconds"),
+            ("PromQL requests in the steady window", "steady_promql_requests"),
+            ("collector CPU ms in the steady window", "steady_collector_cpu_ms"),
+            ("collector VmRSS, MiB", "collector_rss_mib"),
+        ):
+            print(f"| {name} | {median(r[key] for r in prom):.1f} | {len(prom)} |")
         print()
 
 

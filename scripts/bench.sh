@@ -5,6 +5,7 @@
 #   scripts/bench.sh                 # everything, RUNS=3 repetitions of each measurement
 #   ONLY="rpc extender" scripts/bench.sh
 #   RUNS=5 DURATION=10s scripts/bench.sh
+#   SKIP_BUILD=1 scripts/bench.sh    # use the release binaries already in target/release
 #
 # Sections (ONLY=...): criterion rpc extender footprint prometheus
 # Loopback only. The machine should be otherwise idle: check `uptime` first.
@@ -14,6 +15,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-8s}
 NODES=${NODES:-5000}
+FOOTPRINT_WINDOW=${FOOTPRINT_WINDOW:-30s}
 ONLY=${ONLY:-"criterion rpc extender footprint prometheus"}
 OUT=${OUT:-target/bench/$(date -u +%Y%m%dT%H%M%SZ)}
 BIN=target/release
@@ -34,10 +36,12 @@ say() { printf '\n=== %s (%s, load %s)\n' "$*" "$(date -u +%H:%M:%S)" "$(cut -d'
   echo "uptime at start: $(uptime)"
 } | tee "$OUT/machine.txt"
 
-say "building release binaries"
-packages=(-p waterline-collector -p waterline-scorer -p waterline-bench)
-[[ -f extender/Cargo.toml ]] && packages+=(-p waterline-extender)
-cargo build --release "${packages[@]}"
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+  say "building release binaries"
+  packages=(-p waterline-collector -p waterline-scorer -p waterline-bench)
+  [[ -f extender/Cargo.toml ]] && packages+=(-p waterline-extender)
+  cargo build --release "${packages[@]}"
+fi
 
 PIDS=()
 cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
@@ -144,8 +148,8 @@ cleanup; PIDS=()
 if want footprint; then
   say "footprint: RSS with $NODES nodes and 50,000 ledger entries; collector CPU per refresh"
   for run in $(seq 1 "$RUNS"); do
-    B footprint --spawn --bin-dir "$BIN" --cluster-nodes "$NODES" --reserves 50000 \
-      --duration 30s --log-dir "$OUT/footprint-$run" --json-out "$OUT/footprint.jsonl" --label footprint
+    B footprint --spawn --bin-dir "$BIN" --cluster-nodes "$NODES" --reserves 50000 --concurrency 256 \
+      --duration "$FOOTPRINT_WINDOW" --log-dir "$OUT/footprint-$run" --json-out "$OUT/footprint.jsonl" --label footprint
   done
 fi
 
