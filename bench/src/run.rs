@@ -231,7 +231,17 @@ async fn footprint(f: &FootprintArgs, progress: bool) -> Result<Value> {
     let (reserves, _) =
         drive_grpc(&stack.scorer.url(), None, Verb::Reserve, &load, cluster, false, progress)
             .await?;
-    report::print_outcome("Reserve (filling the ledger)", &reserves);
+    report::print_outcome("Reserve to the scorer (its local ledger)", &reserves);
+    // The scorer forwards its Reserves to the collector one at a time; so that the
+    // collector's ledger fills without waiting for that queue, the same placements (same
+    // uids, so the forwarded copies change nothing) also go to the collector directly.
+    let collector = targets::connect_collector(&stack.collector.url()).await?;
+    let direct = load::drive(&load, "collector Reserve", progress, move |i| {
+        let collector = collector.clone();
+        async move { targets::collector_reserve(collector, i, cluster).await }
+    })
+    .await;
+    report::print_outcome("Reserve to the collector directly (its ledger)", &direct);
     tokio::time::sleep(f.settle).await;
     let ledger = scrape_value(&stack.collector.admin_url(), "waterline_ledger_entries").await;
     println!("  collector ledger entries: {}", ledger.map(|v| v.to_string()).unwrap_or("?".into()));
@@ -256,6 +266,7 @@ async fn footprint(f: &FootprintArgs, progress: bool) -> Result<Value> {
     let mut result = json!({
         "cluster_nodes": cluster,
         "reserves": report::outcome_json(&reserves),
+        "collector_reserves": report::outcome_json(&direct),
         "ledger_entries": ledger,
         "idle": idle, "filled": filled, "end": end,
         "refreshes": refreshes,

@@ -7,6 +7,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use tonic::transport::{Channel, Endpoint};
 use waterline_api::v1 as pb;
+use waterline_api::v1::collector_service_client::CollectorServiceClient;
 use waterline_api::v1::scorer_service_client::ScorerServiceClient;
 
 /// Distinct candidate windows pre-built per run (request `i` uses window `i % WINDOWS`).
@@ -83,10 +84,7 @@ impl Grpc {
         cluster: usize,
         explain: bool,
     ) -> Self {
-        let run_id = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or_default();
+        let run_id = run_id();
         Grpc {
             clients: Arc::new(clients),
             windows: Arc::new(windows(nodes, cluster)),
@@ -133,12 +131,53 @@ impl Grpc {
     /// A new pod per request, on node `i % cluster`.
     pub async fn reserve(self, i: u64) -> Result<(), String> {
         let request = pb::ReserveRequest {
-            pod: Some(pod(&format!("bench-{}-{i}", self.run_id), "")),
+            pod: Some(pod(&reserve_uid(self.run_id, i), "")),
             node_name: node_name(i as usize % self.cluster.max(1)),
         };
         self.client(i).reserve(request).await.map_err(code)?;
         Ok(())
     }
+}
+
+/// Milliseconds since the epoch at first use: one id per bench process, so the Reserve uids
+/// sent to the scorer and to the collector by `footprint` match.
+fn run_id() -> u64 {
+    static ID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ID.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default()
+    })
+}
+
+fn reserve_uid(run_id: u64, i: u64) -> String {
+    format!("bench-{run_id}-{i}")
+}
+
+pub async fn connect_collector(url: &str) -> anyhow::Result<CollectorServiceClient<Channel>> {
+    let channel = Endpoint::from_shared(url.to_owned())?.tcp_nodelay(true).connect().await?;
+    Ok(CollectorServiceClient::new(channel))
+}
+
+/// CollectorService/Reserve of the placement `Grpc::reserve(i)` makes.
+pub async fn collector_reserve(
+    mut client: CollectorServiceClient<Channel>,
+    i: u64,
+    cluster: usize,
+) -> Result<(), String> {
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let request = pb::CollectorServiceReserveRequest {
+        pod: Some(pod(&reserve_uid(run_id(), i), "")),
+        node_name: node_name(i as usize % cluster.max(1)),
+        placed_at: Some(prost_types::Timestamp {
+            seconds: now.as_secs() as i64,
+            nanos: now.subsec_nanos() as i32,
+        }),
+    };
+    client.reserve(request).await.map_err(code)?;
+    Ok(())
 }
 
 /// The extender's verbs with names-only bodies (`nodeCacheCapable: true`).
