@@ -23,8 +23,9 @@ buf format --diff --exit-code
 step "deploy/ manifests (kubectl kustomize + kubernetes-validate --strict, offline)"
 scripts/deps/manifests.sh --check
 
-step "rust: formatting"
+step "rust: formatting and clippy"
 cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "rust: build binaries"
 cargo build --workspace --bins --locked

@@ -31,8 +31,11 @@ fn level(i: usize, salt: usize) -> f64 {
     ((i * 37 + salt * 11) % 80) as f64 + 5.0
 }
 
+/// One node of a full WatchNodes update: name, capacity, samples by metric name.
+type NodeUpdate = (String, Capacity, Vec<(String, Sample)>);
+
 /// One full update: every node with a sample for each of the policy's metrics.
-fn update(policy: &Policy, names: &[String]) -> Vec<(String, Capacity, Vec<(String, Sample)>)> {
+fn update(policy: &Policy, names: &[String]) -> Vec<NodeUpdate> {
     let shapes = [(8_000, 32i64 << 30), (16_000, 64 << 30), (32_000, 128 << 30)];
     names
         .iter()
@@ -53,7 +56,7 @@ fn update(policy: &Policy, names: &[String]) -> Vec<(String, Capacity, Vec<(Stri
         .collect()
 }
 
-fn apply(snapshot: &mut Snapshot, update: &[(String, Capacity, Vec<(String, Sample)>)]) {
+fn apply(snapshot: &mut Snapshot, update: &[NodeUpdate]) {
     for (name, capacity, samples) in update {
         snapshot.upsert_node(name, *capacity, samples.iter().map(|(m, s)| (m.as_str(), *s)));
     }
