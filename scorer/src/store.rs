@@ -83,8 +83,19 @@ impl Store {
                 snapshot.ledger.delete(uid);
             }
             let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            for op in pending.values() {
-                apply_op(&mut snapshot, op);
+            if message.reset {
+                // A full snapshot may predate our unconfirmed ops: lay them over it again.
+                for op in pending.values() {
+                    apply_op(&mut snapshot, op);
+                }
+            } else {
+                // A delta can only re-add what we removed ourselves; re-applying every pending
+                // op on every delta cost seconds per message with 50,000 queued (measured).
+                for entry in &message.placed {
+                    if let Some(op @ PendingOp::Unreserve { .. }) = pending.get(&entry.pod_uid) {
+                        apply_op(&mut snapshot, op);
+                    }
+                }
             }
         }
         self.last_contact.store(now.0, Ordering::Relaxed);
@@ -197,6 +208,27 @@ mod tests {
         assert_eq!(store.age(UnixMillis(20_000)), Millis(0));
         store.set_connected(false, UnixMillis(21_000));
         assert_eq!(store.age(UnixMillis(25_000)), Millis(4000));
+    }
+
+    #[test]
+    fn a_delta_cannot_resurrect_a_pod_we_unreserved() {
+        let store = Store::default();
+        let old = entry_to_proto(&entry("old"), None);
+        store.apply(
+            &pb::WatchNodesResponse {
+                reset: true,
+                placed: vec![old.clone()],
+                ..Default::default()
+            },
+            UnixMillis(1),
+        );
+        store.apply_local(PendingOp::Unreserve { uid: "old".into() });
+        // the collector has not seen the Unreserve yet and re-sends the entry
+        store.apply(
+            &pb::WatchNodesResponse { placed: vec![old], ..Default::default() },
+            UnixMillis(2),
+        );
+        assert!(store.read().ledger.get("old").is_none());
     }
 
     #[test]
