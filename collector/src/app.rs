@@ -6,7 +6,7 @@ use std::time::Duration;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use waterline_api::v1::collector_service_server::CollectorServiceServer;
-use waterline_core::{Policy, UnixMillis};
+use waterline_core::UnixMillis;
 use waterline_runtime::admin::Admin;
 use waterline_runtime::policy::{PolicyHandle, ReloadMetrics};
 use waterline_runtime::rpc_metrics::RpcMetrics;
@@ -36,11 +36,7 @@ struct Gauges {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     logging::init(args.common.log_format);
-    let policy = match &args.policy {
-        Some(path) => waterline_runtime::policy::load(path)?,
-        None => Policy::default(),
-    };
-    let policy = PolicyHandle::new(policy);
+    let policy = waterline_runtime::policy::load_or_default(args.policy.as_deref())?;
 
     let mut registry = Registry::default();
     let rpc =

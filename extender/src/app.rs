@@ -9,11 +9,9 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::serve::ListenerExt;
 use prometheus_client::registry::Registry;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 use waterline_api::v1::scorer_service_client::ScorerServiceClient;
-use waterline_core::Policy;
 use waterline_runtime::admin::Admin;
-use waterline_runtime::policy::{PolicyHandle, ReloadMetrics};
+use waterline_runtime::policy::ReloadMetrics;
 use waterline_runtime::{https, logging, shutdown_signal};
 
 use crate::args::Args;
@@ -41,32 +39,9 @@ pub fn router(extender: Arc<Extender>, prefix: &str) -> Router {
         .with_state(extender)
 }
 
-fn scorer_endpoint(args: &Args) -> anyhow::Result<Endpoint> {
-    let mut endpoint = Endpoint::from_shared(args.scorer_url.clone())
-        .with_context(|| format!("--scorer-url {}", args.scorer_url))?
-        .connect_timeout(Duration::from_secs(1))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_timeout(Duration::from_secs(10))
-        .keep_alive_while_idle(true);
-    if args.scorer_url.starts_with("https://") {
-        let mut tls = ClientTlsConfig::new();
-        if let Some(ca) = &args.scorer_ca {
-            let pem = std::fs::read(ca).with_context(|| format!("--scorer-ca {}", ca.display()))?;
-            tls = tls.ca_certificate(Certificate::from_pem(pem));
-        }
-        endpoint = endpoint.tls_config(tls)?;
-    }
-    Ok(endpoint)
-}
-
 pub async fn run(args: Args) -> anyhow::Result<()> {
     logging::init(args.common.log_format);
-    let policy = match &args.policy {
-        Some(path) => waterline_runtime::policy::load(path)?,
-        None => Policy::default(),
-    };
-    let policy = PolicyHandle::new(policy);
+    let policy = waterline_runtime::policy::load_or_default(args.policy.as_deref())?;
 
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
@@ -90,7 +65,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     } else {
         None
     };
-    let channel = scorer_endpoint(&args)?.connect_lazy();
+    let channel = waterline_runtime::grpc::client_endpoint(
+        &args.scorer_url,
+        args.scorer_ca.as_deref(),
+        "--scorer-url",
+    )?
+    .connect_lazy();
     let extender = Arc::new(Extender {
         scorer: ScorerServiceClient::new(channel),
         scorer_timeout: args.scorer_timeout,

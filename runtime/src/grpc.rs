@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tonic::transport::server::Router;
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, Server, ServerTlsConfig};
 
 use crate::args::CommonArgs;
 
@@ -82,4 +82,30 @@ pub async fn serve(router: Router, addr: SocketAddr, what: &'static str) -> anyh
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     router.serve_with_incoming_shutdown(incoming, crate::shutdown_signal()).await?;
     Ok(())
+}
+
+/// A lazily connecting client endpoint for another waterline service: keepalives so a
+/// dead peer is noticed, and TLS (checked against `ca`, if given) for an https:// URL.
+/// `flag` names the URL flag in errors.
+pub fn client_endpoint(
+    url: &str,
+    ca: Option<&std::path::Path>,
+    flag: &str,
+) -> anyhow::Result<Endpoint> {
+    let mut endpoint = Endpoint::from_shared(url.to_owned())
+        .with_context(|| format!("{flag} {url}"))?
+        .connect_timeout(Duration::from_secs(3))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true);
+    if url.starts_with("https://") {
+        let mut tls = ClientTlsConfig::new();
+        if let Some(ca) = ca {
+            let pem = std::fs::read(ca).with_context(|| format!("CA file {}", ca.display()))?;
+            tls = tls.ca_certificate(Certificate::from_pem(pem));
+        }
+        endpoint = endpoint.tls_config(tls)?;
+    }
+    Ok(endpoint)
 }

@@ -18,6 +18,15 @@ pub fn load(path: &Path) -> anyhow::Result<Policy> {
     parse_policy(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
+/// The policy from `--policy`, or the built-in default when the flag is absent.
+pub fn load_or_default(path: Option<&Path>) -> anyhow::Result<PolicyHandle> {
+    let policy = match path {
+        Some(path) => load(path)?,
+        None => Policy::default(),
+    };
+    Ok(PolicyHandle::new(policy))
+}
+
 /// The policy in force, swapped atomically on reload.
 #[derive(Clone)]
 pub struct PolicyHandle {

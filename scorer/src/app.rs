@@ -3,12 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 use waterline_api::v1::scorer_service_server::ScorerServiceServer;
-use waterline_core::{Policy, UnixMillis};
+use waterline_core::UnixMillis;
 use waterline_runtime::admin::Admin;
 use waterline_runtime::policy::{PolicyHandle, ReloadMetrics};
 use waterline_runtime::rpc_metrics::RpcMetrics;
@@ -94,32 +92,9 @@ fn register(
     (g, s, f, c)
 }
 
-fn collector_endpoint(args: &Args) -> anyhow::Result<Endpoint> {
-    let mut endpoint = Endpoint::from_shared(args.collector_url.clone())
-        .with_context(|| format!("--collector-url {}", args.collector_url))?
-        .connect_timeout(Duration::from_secs(3))
-        .http2_keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_timeout(Duration::from_secs(10))
-        .keep_alive_while_idle(true);
-    if args.collector_url.starts_with("https://") {
-        let mut tls = ClientTlsConfig::new();
-        if let Some(ca) = &args.collector_ca {
-            let pem =
-                std::fs::read(ca).with_context(|| format!("--collector-ca {}", ca.display()))?;
-            tls = tls.ca_certificate(Certificate::from_pem(pem));
-        }
-        endpoint = endpoint.tls_config(tls)?;
-    }
-    Ok(endpoint)
-}
-
 pub async fn run(args: Args) -> anyhow::Result<()> {
     logging::init(args.common.log_format);
-    let policy = match &args.policy {
-        Some(path) => waterline_runtime::policy::load(path)?,
-        None => Policy::default(),
-    };
-    let policy = PolicyHandle::new(policy);
+    let policy = waterline_runtime::policy::load_or_default(args.policy.as_deref())?;
 
     let mut registry = Registry::default();
     let rpc = RpcMetrics::register(&mut registry, "waterline_scorer_grpc", "scorer gRPC request");
@@ -129,7 +104,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Admin::new(registry).with_tls(waterline_runtime::https::admin_config(&args.common)?);
 
     let store = Arc::new(Store::default());
-    let channel = collector_endpoint(&args)?.connect_lazy();
+    let channel = grpc::client_endpoint(
+        &args.collector_url,
+        args.collector_ca.as_deref(),
+        "--collector-url",
+    )?
+    .connect_lazy();
     let subscriber = format!("scorer {}", args.grpc_addr);
     tokio::spawn(sync::run(channel.clone(), store.clone(), subscriber, sync_metrics));
     let forwarder = Forwarder::spawn(channel, store.clone(), forward_metrics);
