@@ -122,15 +122,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None => admin.set_ready(true),
     }
 
-    if let Some(path) = args.policy.clone() {
-        tokio::spawn(waterline_runtime::policy::watch(
-            path,
-            policy.clone(),
-            reload_metrics,
-            Duration::from_secs(2),
-            |_| {},
-        ));
-    }
+    waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
     tokio::spawn(maintain(state.clone(), policy.clone(), gauges));
 
     let (health, router) = grpc::router_with_health(&args.common)?;

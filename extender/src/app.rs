@@ -1,7 +1,6 @@
 //! Wiring: policy, scorer channel, optional Kubernetes client, HTTP and admin servers.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
@@ -50,15 +49,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // --tls-cert: the verbs over HTTPS (kube-scheduler's `enableHTTPS` + `tlsConfig.caFile`).
     let tls = https::server_config(&args.common)?;
 
-    if let Some(path) = args.policy.clone() {
-        tokio::spawn(waterline_runtime::policy::watch(
-            path,
-            policy.clone(),
-            reload_metrics,
-            Duration::from_secs(2),
-            |_| {},
-        ));
-    }
+    waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
 
     let binder = if args.enable_bind {
         Some(Binder::from_environment().await.context("--enable-bind: Kubernetes client")?)

@@ -78,15 +78,17 @@ fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
+/// Starts reloading `--policy` in the background, if one was given. Readers see a new
+/// policy on their next `PolicyHandle::get`.
+pub fn spawn_reload(path: Option<PathBuf>, handle: PolicyHandle, metrics: ReloadMetrics) {
+    if let Some(path) = path {
+        tokio::spawn(watch(path, handle, metrics, Duration::from_secs(2)));
+    }
+}
+
 /// Polls `path` every `every` and swaps in the new policy when the file changes and parses.
 /// Polling (not inotify) also sees ConfigMap updates, which replace a symlink.
-pub async fn watch(
-    path: PathBuf,
-    handle: PolicyHandle,
-    metrics: ReloadMetrics,
-    every: Duration,
-    on_change: impl Fn(Arc<Policy>) + Send + 'static,
-) {
+pub async fn watch(path: PathBuf, handle: PolicyHandle, metrics: ReloadMetrics, every: Duration) {
     let mut last_seen = (modified(&path), std::fs::read_to_string(&path).ok());
     let mut ticker = tokio::time::interval(every);
     loop {
@@ -107,7 +109,6 @@ pub async fn watch(
                 metrics.reloads.inc();
                 metrics.valid.set(1);
                 tracing::info!(path = %path.display(), "policy reloaded");
-                on_change(handle.get());
             }
             Err(error) => {
                 metrics.errors.inc();

@@ -114,15 +114,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::spawn(sync::run(channel.clone(), store.clone(), subscriber, sync_metrics));
     let forwarder = Forwarder::spawn(channel, store.clone(), forward_metrics);
 
-    if let Some(path) = args.policy.clone() {
-        tokio::spawn(waterline_runtime::policy::watch(
-            path,
-            policy.clone(),
-            reload_metrics,
-            Duration::from_secs(2),
-            |_| {},
-        ));
-    }
+    waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
 
     let (health, router) = grpc::router_with_health(&args.common)?;
     health.set_not_serving::<ScorerServiceServer<Scorer>>().await;
