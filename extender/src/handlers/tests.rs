@@ -273,12 +273,20 @@ async fn a_slow_scorer_is_not_waited_for() {
     let url = start_fake(fake).await;
     let ext = extender(url, ScoreMapping::Round, Duration::from_millis(100), 1 << 20);
     let router = crate::router(ext.clone(), "/waterline/v1");
-    // The fallback reason "timeout" (not a late answer from the scorer) shows it was not
-    // waited for; no wall-clock threshold, which would be flaky on a loaded machine.
+    // A neutral answer plus a counted fallback (not a late answer from the scorer) shows it
+    // was not waited for; no wall-clock threshold, which would be flaky on a loaded machine.
     let (_, body) = post(&router, "prioritize", names_body(POD, &["n1"])).await;
     assert_eq!(body, r#"[{"Host":"n1","Score":0}]"#);
-    let labels = FallbackLabels { verb: "prioritize".into(), reason: "timeout".into() };
-    assert_eq!(ext.metrics.fallbacks.get_or_create(&labels).get(), 1);
+    // Normally "timeout"; on a loaded machine the lazy connect itself may not finish
+    // within the 100 ms budget and the same fallback is counted as "unavailable".
+    let fallbacks: u64 = ["timeout", "unavailable"]
+        .iter()
+        .map(|reason| {
+            let labels = FallbackLabels { verb: "prioritize".into(), reason: (*reason).into() };
+            ext.metrics.fallbacks.get_or_create(&labels).get()
+        })
+        .sum();
+    assert_eq!(fallbacks, 1);
 }
 
 #[tokio::test]
