@@ -195,7 +195,7 @@ func (pl *Waterline) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 		return nil
 	}
 	if reason, out := s.rejected[nodeInfo.Node().Name]; out {
-		return fwk.NewStatus(fwk.Unschedulable, reason)
+		return fwk.NewStatus(fwk.Unschedulable, eventSafe(reason))
 	}
 	return nil
 }
@@ -350,5 +350,17 @@ func summarize(rejected map[string]string) string {
 		}
 		fmt.Fprintf(&b, "; %s: %s", byReason[r], r)
 	}
-	return b.String()
+	return eventSafe(b.String())
+}
+
+// eventSafe spells out '%' in a status message. kube-scheduler passes the message of a
+// failed cycle to the event recorder's Eventf as the *format* string, so the scorer's
+// "cpu_usage_avg_5m 91.1% > 65%" would reach the pod's FailedScheduling event as
+// "91.1%!>(MISSING) 65%!(MISSING)" (found by the end-to-end suite). The extender does the
+// same for its FailedNodes reasons.
+func eventSafe(msg string) string {
+	if !strings.Contains(msg, "%") {
+		return msg
+	}
+	return strings.ReplaceAll(msg, "%", " percent")
 }

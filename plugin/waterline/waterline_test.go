@@ -219,7 +219,7 @@ func TestFilterReportsRejectionReason(t *testing.T) {
 
 	rejected, _ := tfw.snapshot.NodeInfos().Get(nodeName(2))
 	s := tfw.fw.RunFilterPlugins(context.Background(), res.state, testPod(), rejected)
-	if s.Code() != fwk.Unschedulable || s.Plugin() != Name || !strings.Contains(s.Message(), reason) {
+	if s.Code() != fwk.Unschedulable || s.Plugin() != Name || !strings.Contains(s.Message(), "90 percent > 75 percent") {
 		t.Fatalf("Filter on rejected node = %v (plugin %q), want Unschedulable from %s with %q", s, s.Plugin(), Name, reason)
 	}
 	accepted, _ := tfw.snapshot.NodeInfos().Get(nodeName(0))
@@ -238,8 +238,12 @@ func TestAllNodesRejected(t *testing.T) {
 	if res.preFilter.Code() != fwk.UnschedulableAndUnresolvable {
 		t.Fatalf("PreFilter = %v, want UnschedulableAndUnresolvable", res.preFilter)
 	}
-	if msg := res.preFilter.Message(); !strings.Contains(msg, "rejected all 3 node(s)") || !strings.Contains(msg, "99% > 65%") {
+	if msg := res.preFilter.Message(); !strings.Contains(msg, "rejected all 3 node(s)") || !strings.Contains(msg, "99 percent > 65 percent") {
 		t.Fatalf("PreFilter message %q does not explain the rejection", msg)
+	}
+	// The message becomes the format string of the FailedScheduling event: no '%' in it.
+	if msg := res.preFilter.Message(); strings.Contains(msg, "%") {
+		t.Fatalf("PreFilter message %q contains '%%', which Eventf would mangle", msg)
 	}
 	if _, scores, reserves, _ := fake.calls(); scores != 0 || reserves != 0 {
 		t.Fatalf("Score/Reserve RPCs = %d/%d after a rejection, want 0/0", scores, reserves)
