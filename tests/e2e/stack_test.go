@@ -4,7 +4,9 @@ package e2e
 // fake nodes, the fake exporter, a real Prometheus, and the real Rust binaries
 // (waterline-collector, waterline-scorer, waterline-extender) as child
 // processes on free loopback ports; kube-scheduler in-process with a profile
-// `waterline-scheduler` that calls the extender.
+// `waterline-scheduler` that calls the extender, or enables the Waterline
+// framework plugin (plugin/waterline, registered with app.WithPlugin) that
+// calls the scorer over gRPC.
 
 import (
 	"context"
@@ -31,7 +33,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
 	wlv1 "github.com/waterline/waterline/plugin/gen/waterline/v1"
+	"github.com/waterline/waterline/plugin/waterline"
 	"github.com/waterline/waterline/tests/e2e/fakeexporter"
 	"github.com/waterline/waterline/tests/e2e/harness"
 )
@@ -335,11 +340,11 @@ var (
 )
 
 type policySpec struct {
-	Metrics       []metricSpec
-	Curve         string // YAML flow mapping; default waterLevel 40
-	Ledger        bool
-	ScoreMapping  string // round | rescale
-	ExtraYAML     string
+	Metrics      []metricSpec
+	Curve        string // YAML flow mapping; default waterLevel 40
+	Ledger       bool
+	ScoreMapping string // round | rescale
+	ExtraYAML    string
 }
 
 func (ps policySpec) YAML() string {
@@ -373,9 +378,20 @@ func (ps policySpec) YAML() string {
 // ---------------------------------------------------------------- scheduler config
 
 type schedSpec struct {
-	ExtenderURL      string // "" = no extender
-	DisableScoring   bool   // disable every in-tree Score plugin in the profile
-	PercentageToScore int   // 0 = adaptive default
+	ExtenderURL       string // "" = no extender
+	DisableScoring    bool   // disable every in-tree Score plugin in the profile
+	PercentageToScore int    // 0 = adaptive default
+	// Plugin: enable the Waterline framework plugin (plugin/waterline) in the
+	// profile, talking to the scorer directly over gRPC (no extender).
+	Plugin *pluginSpec
+}
+
+// pluginSpec: the Waterline plugin's args (plugin/README.md "Args").
+type pluginSpec struct {
+	Endpoint string // the scorer's gRPC host:port
+	Timeout  string // per RPC; "" = 1s
+	FailOpen bool
+	Weight   int // score weight; 0 = 5, as plugin/config/scheduler-config.yaml
 }
 
 func (s schedSpec) YAML() string {
@@ -385,7 +401,33 @@ func (s schedSpec) YAML() string {
 		fmt.Fprintf(&b, "percentageOfNodesToScore: %d\n", s.PercentageToScore)
 	}
 	fmt.Fprintf(&b, "profiles:\n  - schedulerName: %s\n", schedulerName)
-	if s.DisableScoring {
+	switch {
+	case s.Plugin != nil:
+		weight := s.Plugin.Weight
+		if weight == 0 {
+			weight = 5
+		}
+		// multiPoint: PreFilter/Filter, PreScore/Score, Reserve (as the shipped
+		// plugin/config/scheduler-config.yaml).
+		fmt.Fprintf(&b, "    plugins:\n      multiPoint:\n        enabled:\n          - {name: %s, weight: %d}\n", waterline.Name, weight)
+		if s.DisableScoring {
+			// `disabled: '*'` at score also drops every multiPoint plugin from
+			// that extension point (the framework skips multiPoint expansion
+			// there), so Waterline is enabled at score again by name: it ranks
+			// alone, as the extender does on the extender path.
+			fmt.Fprintf(&b, "      score:\n        disabled:\n          - name: '*'\n        enabled:\n          - {name: %s, weight: %d}\n", waterline.Name, weight)
+		} else {
+			// The shipped profile: request-based scoring off, the other in-tree scores on.
+			b.WriteString("      score:\n        disabled:\n          - name: NodeResourcesFit\n          - name: NodeResourcesBalancedAllocation\n")
+			b.WriteString("      preScore:\n        disabled:\n          - name: NodeResourcesFit\n          - name: NodeResourcesBalancedAllocation\n")
+		}
+		timeout := s.Plugin.Timeout
+		if timeout == "" {
+			timeout = "1s"
+		}
+		fmt.Fprintf(&b, "    pluginConfig:\n      - name: %s\n        args: {endpoint: %q, timeout: %s, failOpen: %t}\n",
+			waterline.Name, s.Plugin.Endpoint, timeout, s.Plugin.FailOpen)
+	case s.DisableScoring:
 		// NodeResourcesFit (LeastAllocated), BalancedAllocation, ImageLocality,
 		// TaintToleration, NodeAffinity, PodTopologySpread, InterPodAffinity
 		// scoring off: the extender's ranking alone decides (design.md §2).
@@ -437,14 +479,14 @@ type stack struct {
 	policyPath string
 	opts       stackOptions
 
-	collector, scorer, extender          *proc
-	collectorGRPC, collectorAdmin        string
-	scorerGRPC, scorerAdmin              string
-	extenderHTTP, extenderAdmin          string
-	kubeWatch                            bool // collector runs with --kubeconfig
-	collectorConn                        *grpc.ClientConn
-	collectorClient                      wlv1.CollectorServiceClient
-	stopSched                            func()
+	collector, scorer, extender   *proc
+	collectorGRPC, collectorAdmin string
+	scorerGRPC, scorerAdmin       string
+	extenderHTTP, extenderAdmin   string
+	kubeWatch                     bool // collector runs with --kubeconfig
+	collectorConn                 *grpc.ClientConn
+	collectorClient               wlv1.CollectorServiceClient
+	stopSched                     func()
 }
 
 func nodeName(i int) string { return "node-" + strconv.Itoa(i) }
@@ -589,8 +631,11 @@ func (s *stack) startScheduler(spec schedSpec) {
 	if err := os.WriteFile(path, []byte(spec.YAML()), 0o644); err != nil {
 		s.t.Fatal(err)
 	}
+	// The Waterline plugin is registered in every run; only a profile that
+	// enables it (schedSpec.Plugin) uses it.
 	stop, err := harness.StartScheduler(s.ctx, harness.SchedulerOptions{
 		ConfigFile: path, KubeconfigPath: s.cluster.KubeconfigPath, WorkDir: filepath.Dir(path),
+		Registry: []app.Option{app.WithPlugin(waterline.Name, waterline.New)},
 	})
 	if err != nil {
 		s.t.Fatalf("kube-scheduler: %v\n%s", err, spec.YAML())

@@ -21,8 +21,12 @@ import (
 // any of them). Expected shape: the 30 % node first, then the 20 % node until
 // it passes 40, then the 10 % node until it passes 40; the 50 % node (above
 // the target) gets none.
-func TestWaterLevel(t *testing.T) {
-	skipShort(t)
+//
+// On the plugin path the scheduler sees the scorer's 0..100 score itself (no
+// extender mapping), so the prediction is the highest rounded score.
+func TestWaterLevel(t *testing.T) { eachPath(t, testWaterLevel) }
+
+func testWaterLevel(t *testing.T, path schedPath) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	busy := []float64{0.10, 0.20, 0.30, 0.50}
@@ -40,7 +44,7 @@ func TestWaterLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.startScheduler(waterlineSched(s))
+	s.startScheduler(waterlineSched(s, path))
 	ns := "default"
 	ledger := map[string]float64{} // node -> ledger millis
 	var seq []string
@@ -64,6 +68,13 @@ func TestWaterLevel(t *testing.T) {
 		best := []string{}
 		for _, n := range s.nodes {
 			m := int64(10)
+			if path == pluginPath {
+				// The plugin hands the scorer's score to the framework unchanged.
+				if raw[n] == hi {
+					best = append(best, n)
+				}
+				continue
+			}
 			if hi != lo {
 				m = int64(math.Round(float64(raw[n]-lo) * 10 / float64(hi-lo)))
 			}
