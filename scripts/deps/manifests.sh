@@ -3,13 +3,17 @@
 #
 #   scripts/deps/manifests.sh          install kubernetes-validate==1.37.0 (PyPI) into
 #                                      .tools/venv when missing; nothing else
-#   scripts/deps/manifests.sh --check  also render `kubectl kustomize deploy/` and validate
+#   scripts/deps/manifests.sh --check  also render `kubectl kustomize deploy/` and
+#                                      `kubectl kustomize deploy/overlays/plugin/` and validate
 #                                      every object against the Kubernetes 1.33 schemas
 #                                      (--strict: unknown fields are errors), plus
 #                                      deploy/examples/*.yaml
 #
 # Objects without a bundled schema are parsed and shape-checked here instead of skipped
 # silently: the PrometheusRule (CRD) and the KubeSchedulerConfiguration inside its ConfigMap.
+# For the plugin overlay also: it differs from the base only in the scheduler (Deployment
+# without the extender sidecar, its config), its profile enables Waterline with a weight and
+# an endpoint, and the profile matches plugin/config/scheduler-config.yaml.
 # The KubeSchedulerConfiguration and the policy are also decoded field by field by
 # `cargo test -p waterline-extender --test deploy`.
 set -euo pipefail
@@ -30,49 +34,124 @@ K8S_VERSION="${K8S_VERSION:-1.33.0}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-kubectl kustomize deploy/ >"$work/rendered.yaml"
+# One rendering per kustomization: name, directory.
+targets=("base deploy/" "plugin deploy/overlays/plugin/")
+for t in "${targets[@]}"; do
+    set -- $t
+    kubectl kustomize "$2" >"$work/$1.rendered.yaml"
+done
 
-# Split: schema-validated objects to validate.yaml; the rest checked here.
-"$venv/bin/python" - "$work/rendered.yaml" "$work/validate.yaml" <<'PY'
+# Split: schema-validated objects to <target>.validate.yaml; the rest checked here.
+"$venv/bin/python" - "$work" plugin/config/scheduler-config.yaml <<'PY'
 import sys, yaml
 
-rendered, out = sys.argv[1], sys.argv[2]
-docs = [d for d in yaml.safe_load_all(open(rendered)) if d is not None]
-keep, kinds = [], {}
+work, plugin_cfg = sys.argv[1], sys.argv[2]
 def fail(msg):
     sys.exit(f"manifests: {msg}")
-for d in docs:
-    for field in ("apiVersion", "kind", "metadata"):
-        if field not in d:
-            fail(f"object without {field}: {d!r:.200}")
-    name = d["metadata"].get("name")
-    if not name:
-        fail(f"{d['kind']} without metadata.name")
-    kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
-    if d["kind"] == "PrometheusRule":
-        if d["apiVersion"] != "monitoring.coreos.com/v1":
-            fail(f"PrometheusRule {name}: apiVersion {d['apiVersion']}")
-        groups = d["spec"]["groups"]
-        for g in groups:
-            if not g.get("name") or not g.get("rules"):
-                fail(f"PrometheusRule {name}: group without name or rules")
-            for r in g["rules"]:
-                if not r.get("record") or not r.get("expr"):
-                    fail(f"PrometheusRule {name}/{g['name']}: rule without record/expr")
-        continue
-    if d["kind"] == "ConfigMap" and "kube-scheduler-config.yaml" in d.get("data", {}):
-        ksc = yaml.safe_load(d["data"]["kube-scheduler-config.yaml"])
-        if ksc.get("apiVersion") != "kubescheduler.config.k8s.io/v1" or ksc.get("kind") != "KubeSchedulerConfiguration":
-            fail(f"ConfigMap {name}: not a kubescheduler.config.k8s.io/v1 KubeSchedulerConfiguration")
-        for e in ksc.get("extenders", []):
-            if e.get("prioritizeVerb") and not e.get("weight", 0) > 0:
-                fail("extender with prioritizeVerb needs weight > 0")
-    if d["kind"] == "ConfigMap" and "policy.yaml" in d.get("data", {}):
-        yaml.safe_load(d["data"]["policy.yaml"])
-    keep.append(d)
-yaml.safe_dump_all(keep, open(out, "w"), sort_keys=False)
-print("manifests: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())), file=sys.stderr)
+
+def check(target):
+    docs = [d for d in yaml.safe_load_all(open(f"{work}/{target}.rendered.yaml")) if d is not None]
+    keep, kinds, ksc_found = [], {}, []
+    for d in docs:
+        for field in ("apiVersion", "kind", "metadata"):
+            if field not in d:
+                fail(f"{target}: object without {field}: {d!r:.200}")
+        name = d["metadata"].get("name")
+        if not name:
+            fail(f"{target}: {d['kind']} without metadata.name")
+        kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+        if d["kind"] == "PrometheusRule":
+            if d["apiVersion"] != "monitoring.coreos.com/v1":
+                fail(f"PrometheusRule {name}: apiVersion {d['apiVersion']}")
+            groups = d["spec"]["groups"]
+            for g in groups:
+                if not g.get("name") or not g.get("rules"):
+                    fail(f"PrometheusRule {name}: group without name or rules")
+                for r in g["rules"]:
+                    if not r.get("record") or not r.get("expr"):
+                        fail(f"PrometheusRule {name}/{g['name']}: rule without record/expr")
+            continue
+        if d["kind"] == "ConfigMap" and "kube-scheduler-config.yaml" in d.get("data", {}):
+            ksc = yaml.safe_load(d["data"]["kube-scheduler-config.yaml"])
+            if ksc.get("apiVersion") != "kubescheduler.config.k8s.io/v1" or ksc.get("kind") != "KubeSchedulerConfiguration":
+                fail(f"{target}: ConfigMap {name}: not a kubescheduler.config.k8s.io/v1 KubeSchedulerConfiguration")
+            for e in ksc.get("extenders", []):
+                if e.get("prioritizeVerb") and not e.get("weight", 0) > 0:
+                    fail("extender with prioritizeVerb needs weight > 0")
+            ksc_found.append(ksc)
+        if d["kind"] == "ConfigMap" and "policy.yaml" in d.get("data", {}):
+            yaml.safe_load(d["data"]["policy.yaml"])
+        keep.append(d)
+    if len(ksc_found) != 1:
+        fail(f"{target}: {len(ksc_found)} KubeSchedulerConfiguration ConfigMaps, want 1")
+    yaml.safe_dump_all(keep, open(f"{work}/{target}.validate.yaml", "w"), sort_keys=False)
+    print(f"manifests: {target}: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())), file=sys.stderr)
+    return docs, ksc_found[0]
+
+def key(d):
+    return (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
+
+def is_scheduler(d):
+    return (d["kind"] == "Deployment" and d["metadata"]["name"] == "waterline-scheduler") or \
+        (d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("waterline-scheduler-config"))
+
+base_docs, _ = check("base")
+plugin_docs, ksc = check("plugin")
+
+# The overlay repeats the base's transformers: everything but the scheduler must be identical.
+base_rest = {key(d): d for d in base_docs if not is_scheduler(d)}
+plugin_rest = {key(d): d for d in plugin_docs if not is_scheduler(d)}
+if base_rest.keys() != plugin_rest.keys():
+    fail(f"plugin overlay: objects differ from the base: only in base {sorted(base_rest.keys() - plugin_rest.keys())}, "
+         f"only in overlay {sorted(plugin_rest.keys() - base_rest.keys())}")
+for k, d in base_rest.items():
+    if plugin_rest[k] != d:
+        fail(f"plugin overlay: {k} differs from the base's")
+
+# The scheduler Deployment: the plugin-built image, no extender sidecar.
+dep = next(d for d in plugin_docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "waterline-scheduler")
+containers = dep["spec"]["template"]["spec"]["containers"]
+names = [c["name"] for c in containers]
+if names != ["kube-scheduler"]:
+    fail(f"plugin overlay: waterline-scheduler containers {names}, want only kube-scheduler (no extender sidecar)")
+if "waterline-kube-scheduler" not in containers[0]["image"]:
+    fail(f"plugin overlay: kube-scheduler image {containers[0]['image']} is not the plugin-built waterline-kube-scheduler")
+cm_ref = [v["configMap"]["name"] for v in dep["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+if not any(r.startswith("waterline-scheduler-config-") for r in cm_ref):
+    fail(f"plugin overlay: the Deployment does not mount the generated scheduler config ({cm_ref})")
+
+# The profile: Waterline through multiPoint with a weight, args with an endpoint, no extender.
+if ksc.get("extenders"):
+    fail("plugin overlay: the KubeSchedulerConfiguration still has extenders")
+profiles = [p for p in ksc.get("profiles", []) if p.get("schedulerName") == "waterline-scheduler"]
+if len(profiles) != 1:
+    fail("plugin overlay: no profile waterline-scheduler")
+prof = profiles[0]
+wl = [p for p in prof.get("plugins", {}).get("multiPoint", {}).get("enabled", []) if p.get("name") == "Waterline"]
+if len(wl) != 1 or not wl[0].get("weight", 0) > 0:
+    fail("plugin overlay: Waterline not enabled through multiPoint with weight > 0")
+args = [c.get("args", {}) for c in prof.get("pluginConfig", []) if c.get("name") == "Waterline"]
+if len(args) != 1 or ":" not in str(args[0].get("endpoint", "")):
+    fail("plugin overlay: Waterline pluginConfig without an endpoint host:port")
+if not str(args[0]["endpoint"]).startswith("waterline-scorer.waterline.svc:"):
+    fail(f"plugin overlay: endpoint {args[0]['endpoint']} is not the scorer Service")
+
+# Same profile as the one the plugin ships and tests (plugin/config/scheduler-config.yaml).
+shipped = yaml.safe_load(open(plugin_cfg))
+sp = next(p for p in shipped["profiles"] if p["schedulerName"] == "waterline-scheduler")
+if sp.get("plugins") != prof.get("plugins"):
+    fail(f"plugin overlay: profile plugins differ from {plugin_cfg}")
+sargs = next(c["args"] for c in sp["pluginConfig"] if c["name"] == "Waterline")
+for k in set(sargs) | set(args[0]):
+    if k != "endpoint" and sargs.get(k) != args[0].get(k):
+        fail(f"plugin overlay: Waterline arg {k} = {args[0].get(k)!r}, {plugin_cfg} has {sargs.get(k)!r}")
+print("manifests: plugin overlay: base objects unchanged, scheduler = plugin-built image without sidecar, "
+      f"profile matches {plugin_cfg}", file=sys.stderr)
 PY
 
-"$venv/bin/kubernetes-validate" --strict -k "$K8S_VERSION" "$work/validate.yaml" deploy/examples/*.yaml
-echo "manifests: deploy/ renders and validates against Kubernetes $K8S_VERSION" >&2
+for t in "${targets[@]}"; do
+    set -- $t
+    "$venv/bin/kubernetes-validate" --strict -k "$K8S_VERSION" "$work/$1.validate.yaml"
+done
+"$venv/bin/kubernetes-validate" --strict -k "$K8S_VERSION" deploy/examples/*.yaml
+echo "manifests: deploy/ and deploy/overlays/plugin/ render and validate against Kubernetes $K8S_VERSION" >&2
