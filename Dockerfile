@@ -3,7 +3,9 @@
 #   /usr/local/bin/waterline-collector, /usr/local/bin/waterline-scorer,
 #   /usr/local/bin/waterline-extender
 # deploy/ picks the binary with `command:`. Build: docker build -t waterline:dev .
-# (The Go scheduler plugin has its own plugin/Dockerfile.)
+# The plugin-built kube-scheduler (deploy/overlays/plugin/) is a Go build with its own
+# Dockerfile and context:
+#   docker build -t ghcr.io/waterline-sched/waterline-kube-scheduler:0.1.0 plugin
 
 # --- build ------------------------------------------------------------------------------
 # Debian bookworm, like the runtime image below (same glibc). The image already carries
