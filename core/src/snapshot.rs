@@ -2,9 +2,13 @@
 //! Metric names are interned so the request path indexes samples instead of comparing
 //! strings for every node.
 
-use std::collections::HashMap;
+use smallvec::SmallVec;
 
+use crate::FastMap;
 use crate::ledger::Ledger;
+
+/// Metrics per node stored inline (the default policy has six).
+const INLINE_METRICS: usize = 6;
 use crate::time::UnixMillis;
 
 /// Allocatable resources; zero when unknown.
@@ -25,8 +29,9 @@ pub struct Sample {
 pub struct NodeState {
     pub name: String,
     pub capacity: Capacity,
-    /// Indexed by the snapshot's metric id.
-    samples: Vec<Option<Sample>>,
+    /// Indexed by the snapshot's metric id; inline for the usual handful of metrics, so
+    /// a Score reads a node's samples from the same cache lines as its capacity.
+    samples: SmallVec<[Option<Sample>; INLINE_METRICS]>,
 }
 
 impl NodeState {
@@ -37,9 +42,9 @@ impl NodeState {
 
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    metric_ids: HashMap<String, usize>,
+    metric_ids: FastMap<String, usize>,
     metric_names: Vec<String>,
-    nodes: HashMap<String, NodeState>,
+    nodes: FastMap<String, NodeState>,
     pub ledger: Ledger,
 }
 
@@ -66,7 +71,7 @@ impl Snapshot {
         capacity: Capacity,
         samples: impl IntoIterator<Item = (&'a str, Sample)>,
     ) {
-        let mut by_id = Vec::new();
+        let mut by_id = SmallVec::new();
         for (metric, sample) in samples {
             let id = self.intern(metric);
             if by_id.len() <= id {

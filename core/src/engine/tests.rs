@@ -23,6 +23,17 @@ fn single_metric(curve: &str, filter_above: Option<f64>) -> Policy {
     .unwrap()
 }
 
+/// Filter with the names paired back in, as the scorer answers.
+fn filter(
+    policy: &Policy,
+    snapshot: &Snapshot,
+    pod: &Pod,
+    nodes: &[String],
+    now: UnixMillis,
+) -> FilterVerdicts {
+    super::filter(policy, snapshot, pod, nodes, now).with_names(nodes.to_vec())
+}
+
 fn names(nodes: &[&str]) -> Vec<String> {
     nodes.iter().map(|n| n.to_string()).collect()
 }
@@ -275,11 +286,14 @@ fn burst(policy: &Policy) -> Vec<Vec<usize>> {
         let pod = one_cpu_pod(&format!("p{i}"));
         let feasible = filter(policy, &snap, &pod, &nodes, NOW).feasible;
         let scored = score(policy, &snap, &pod, &feasible, NOW, false).scores;
-        let best =
-            scored.iter().max_by(|x, y| x.score.cmp(&y.score).then(y.node.cmp(&x.node))).unwrap();
-        let index = nodes.iter().position(|n| *n == best.node).unwrap();
+        let (best, _) = feasible
+            .iter()
+            .zip(&scored)
+            .max_by(|(xn, x), (yn, y)| x.score.cmp(&y.score).then(yn.cmp(xn)))
+            .unwrap();
+        let index = nodes.iter().position(|n| n == best).unwrap();
         let usage = estimate(&policy.estimator, &pod);
-        snap.ledger.apply(LedgerEntry { usage, ..placed(&pod.uid, &best.node, NOW, 0) });
+        snap.ledger.apply(LedgerEntry { usage, ..placed(&pod.uid, best, NOW, 0) });
         counts[index] += 1;
         history.push(counts.clone());
     }

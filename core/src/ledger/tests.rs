@@ -141,3 +141,52 @@ fn placements_within_counts_by_window() {
     assert_eq!(ledger.placements_within("n1", now, Millis::from_mins(5)), 7);
     assert_eq!(ledger.placements_within("n1", now, Millis::from_mins(1)), 3);
 }
+
+/// The per-node loads Score reads are an index over the entries: after any mix of applies
+/// (new, earlier-time merges, moves), deletes and resets they must sum exactly what the
+/// entries themselves say, for every node and every `now`.
+#[test]
+fn load_index_always_agrees_with_the_entries() {
+    let mut ledger = Ledger::default();
+    // A small deterministic generator (no rand in core).
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |bound: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    };
+    let nodes = ["n0", "n1", "n2"];
+    for step in 0..2_000 {
+        let uid = format!("u{}", next(40));
+        let node = nodes[next(3) as usize];
+        let at = T0.plus(Millis(next(15 * 60_000) as i64));
+        match next(10) {
+            0..=5 => {
+                let mut e = entry(&uid, node, at, LedgerSource::Reserve);
+                e.usage.cpu_millis = 100 + next(900) as i64;
+                ledger.apply(e);
+            }
+            6..=8 => {
+                ledger.delete(&uid);
+            }
+            _ => {
+                let live: Vec<LedgerEntry> = ledger.iter().take(5).cloned().collect();
+                ledger.reset(live, T0.plus(Millis::from_mins(20)), WINDOW);
+            }
+        }
+        let now = T0.plus(Millis(next(20 * 60_000) as i64));
+        for node in nodes {
+            let expected = ledger.on_node(node).iter().filter(|e| e.counts_at(now, WINDOW)).fold(
+                Usage::default(),
+                |sum, e| Usage {
+                    cpu_millis: sum.cpu_millis + e.usage.cpu_millis,
+                    memory_bytes: sum.memory_bytes + e.usage.memory_bytes,
+                },
+            );
+            assert_eq!(ledger.unabsorbed(node, now, WINDOW), expected, "step {step}, {node}");
+            let count = ledger.on_node(node).iter().filter(|e| e.counts_at(now, WINDOW)).count();
+            assert_eq!(ledger.placements_within(node, now, WINDOW), count, "step {step}");
+        }
+    }
+}
