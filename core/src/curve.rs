@@ -28,8 +28,8 @@ pub fn round_score(score: f64) -> i64 {
 /// `roundsd`), where it was 13 % of a Score: truncation is one instruction, and below 2⁵²
 /// `x − trunc(x)` is exact, so the result is bit-for-bit `x.round()` up to the sign of zero.
 pub fn round_half_away(x: f64) -> f64 {
-    // 2⁵²: from here on every f64 is an integer already (and NaN fails the test).
-    if !(x.abs() < 4_503_599_627_370_496.0) {
+    // 2⁵²: from here on every f64 is an integer already; NaN and ±∞ pass through too.
+    if x.is_nan() || x.abs() >= 4_503_599_627_370_496.0 {
         return x;
     }
     let whole = x as i64 as f64;
@@ -73,9 +73,24 @@ mod tests {
     #[test]
     fn round_half_away_agrees_with_f64_round() {
         let mut values = vec![
-            0.0, 0.5, -0.5, 1.5, -1.5, 2.5, 0.49999999999999994, -0.49999999999999994,
-            4_503_599_627_370_495.5, 4_503_599_627_370_497.0, 1e300, -1e300, 12.5, 18.75,
-            f64::MAX, f64::MIN_POSITIVE, f64::INFINITY, f64::NEG_INFINITY,
+            0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            0.49999999999999994,
+            -0.49999999999999994,
+            4_503_599_627_370_495.5,
+            4_503_599_627_370_497.0,
+            1e300,
+            -1e300,
+            12.5,
+            18.75,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
         ];
         // A deterministic sweep across magnitudes, ties included (k/4 hits .25, .5, .75).
         for k in -4_000i64..4_000 {

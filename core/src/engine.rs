@@ -8,7 +8,7 @@ use crate::curve::{least_used, round_half_away, round_score, water_level};
 use crate::estimate::{Usage, estimate};
 use crate::pod::Pod;
 use crate::policy::{Curve, Policy, Resource, StaleFilter};
-use crate::snapshot::{Capacity, Snapshot};
+use crate::snapshot::{Capacity, NodeSlot, Snapshot};
 use crate::time::UnixMillis;
 
 /// How one metric contributed to a node's score.
@@ -104,6 +104,7 @@ struct MetricPlan {
     id: Option<usize>,
     resource: Resource,
     max_age: crate::time::Millis,
+    weight: f64,
 }
 
 /// The ledger's and the incoming pod's share of one node's capacity, per resource, in
@@ -130,7 +131,6 @@ impl Shares {
 /// Per-request state resolved once: metric ids, weights and the incoming pod's estimate.
 struct Request<'a> {
     policy: &'a Policy,
-    snapshot: &'a Snapshot,
     metrics: Vec<MetricPlan>,
     total_weight: f64,
     uses_cpu: bool,
@@ -155,11 +155,10 @@ fn percent_of(amount: i64, capacity: i64, capped: &mut bool) -> f64 {
 }
 
 impl<'a> Request<'a> {
-    fn new(policy: &'a Policy, snapshot: &'a Snapshot, pod: &Pod, now: UnixMillis) -> Self {
+    fn new(policy: &'a Policy, snapshot: &Snapshot, pod: &Pod, now: UnixMillis) -> Self {
         let uses = |r| policy.metrics.iter().any(|m| m.resource == r);
         Request {
             policy,
-            snapshot,
             metrics: policy
                 .metrics
                 .iter()
@@ -167,6 +166,7 @@ impl<'a> Request<'a> {
                     id: snapshot.metric_id(&m.name),
                     resource: m.resource,
                     max_age: m.max_age,
+                    weight: m.weight,
                 })
                 .collect(),
             total_weight: policy.metrics.iter().map(|m| m.weight).sum(),
@@ -177,9 +177,9 @@ impl<'a> Request<'a> {
         }
     }
 
-    fn shares(&self, node: &str, capacity: Capacity, stats: &mut Stats) -> Shares {
+    fn shares(&self, slot: &NodeSlot, capacity: Capacity, stats: &mut Stats) -> Shares {
         let ledger = if self.policy.ledger.enabled {
-            self.snapshot.ledger.unabsorbed(node, self.now, self.policy.ledger.absorb_window)
+            slot.unabsorbed(self.now, self.policy.ledger.absorb_window)
         } else {
             Usage::default()
         };
@@ -203,10 +203,17 @@ impl<'a> Request<'a> {
     /// Fills `out` with a prediction per policy metric of `node`; false for a node the
     /// snapshot does not know (`out` is then empty). `out` is reused across nodes so the
     /// loop allocates nothing per candidate.
-    fn predict_into(&self, node: &str, out: &mut Vec<Prediction>, stats: &mut Stats) -> bool {
+    fn predict_into(
+        &self,
+        slot: Option<&NodeSlot>,
+        out: &mut Vec<Prediction>,
+        stats: &mut Stats,
+    ) -> bool {
         out.clear();
-        let Some(state) = self.snapshot.node(node) else { return false };
-        let shares = self.shares(node, state.capacity, stats);
+        let Some((slot, state)) = slot.and_then(|slot| Some((slot, slot.state()?))) else {
+            return false;
+        };
+        let shares = self.shares(slot, state.capacity, stats);
         let mut stale = false;
         out.extend(self.metrics.iter().map(|metric| {
             let observed = metric
@@ -234,11 +241,9 @@ impl<'a> Request<'a> {
         }
     }
 
-    fn combine(&self, node: &str, predictions: Option<&[Prediction]>) -> f64 {
+    fn combine(&self, slot: Option<&NodeSlot>, predictions: Option<&[Prediction]>) -> f64 {
         let weighted: f64 = match predictions {
-            Some(p) => {
-                self.policy.metrics.iter().zip(p).map(|(m, p)| m.weight * self.curve_score(p)).sum()
-            }
+            Some(p) => self.weighted_curve_sum(p),
             None => self.unknown_score() * self.total_weight,
         };
         let score = weighted / self.total_weight;
@@ -247,7 +252,7 @@ impl<'a> Request<'a> {
                 let hot: usize = hot_windows
                     .iter()
                     .map(|w| {
-                        self.snapshot.ledger.placements_within(node, self.now, w.window)
+                        slot.map_or(0, |s| s.placements_within(self.now, w.window))
                             / w.count as usize
                     })
                     .sum();
@@ -256,6 +261,29 @@ impl<'a> Request<'a> {
                 ((score + 1e-9).floor() - 10.0 * hot as f64).clamp(0.0, 100.0)
             }
             _ => score,
+        }
+    }
+
+    /// Σ weight × curve score over the metrics: `curve_score` with the curve chosen once per
+    /// node instead of once per metric (this sum is most of a Score's arithmetic).
+    fn weighted_curve_sum(&self, predictions: &[Prediction]) -> f64 {
+        let stale = self.policy.stale.score;
+        let sum = |curve: &dyn Fn(f64, f64) -> f64, stale: f64| -> f64 {
+            self.metrics
+                .iter()
+                .zip(predictions)
+                .map(|(m, p)| {
+                    m.weight * p.observed.map_or(stale, |observed| curve(observed, p.predicted()))
+                })
+                .sum()
+        };
+        match self.policy.curve {
+            Curve::WaterLevel { target } => {
+                sum(&|_, predicted| water_level(target, predicted), stale)
+            }
+            Curve::LeastUsed => sum(&|_, predicted| least_used(predicted), stale),
+            // Crane reads observed values only and counts missing ones as fully used.
+            Curve::Crane { .. } => sum(&|observed, _| least_used(observed), 0.0),
         }
     }
 
@@ -325,7 +353,7 @@ impl<'a> Request<'a> {
 /// formatting: `{:.1}` of a float was a third of a Filter over thousands of rejected nodes.
 fn push_one_decimal(out: &mut String, value: f64) {
     let tenths = round_half_away(value * 10.0);
-    if !(tenths.abs() < 1e15) {
+    if tenths.is_nan() || tenths.abs() >= 1e15 {
         let _ = write!(out, "{value:.1}");
         return;
     }
@@ -346,7 +374,7 @@ fn colocation_conflict(
 ) -> Option<String> {
     for rule in &policy.anti_colocation {
         let Some(value) = pod.labels.get(&rule.label_key) else { continue };
-        let other = snapshot.ledger.on_node(node).iter().find(|e| {
+        let other = snapshot.ledger().on_node(node).iter().find(|e| {
             e.uid != pod.uid
                 && e.namespace == pod.namespace
                 && e.labels.get(&rule.label_key) == Some(value)
@@ -374,7 +402,7 @@ pub fn filter(
     let mut predictions = Vec::with_capacity(policy.metrics.len());
     for node in nodes {
         let reason = colocation_conflict(policy, snapshot, pod, node).or_else(|| {
-            if !request.predict_into(node, &mut predictions, &mut outcome.stats) {
+            if !request.predict_into(snapshot.slot(node), &mut predictions, &mut outcome.stats) {
                 outcome.stats.unknown_nodes += 1;
                 None
             } else if pod.bypasses_load_filters() {
@@ -402,12 +430,13 @@ pub fn score(
     let scores = nodes
         .iter()
         .map(|node| {
-            let known = request.predict_into(node, &mut predictions, &mut stats);
+            let slot = snapshot.slot(node);
+            let known = request.predict_into(slot, &mut predictions, &mut stats);
             if !known {
                 stats.unknown_nodes += 1;
             }
             let predictions = known.then_some(predictions.as_slice());
-            let score = round_score(request.combine(node, predictions));
+            let score = round_score(request.combine(slot, predictions));
             let terms = if explain { request.terms(predictions) } else { Vec::new() };
             NodeScore { score, terms }
         })

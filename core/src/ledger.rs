@@ -45,45 +45,9 @@ impl LedgerEntry {
     }
 }
 
-/// What the request path reads of one entry: when it was placed and how much it adds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Load {
-    placed_at: UnixMillis,
-    usage: Usage,
-}
-
-/// The entries of one node, plus their loads newest first: Score sums the loads that still
-/// count, which are a prefix of that order, without touching the (large, scattered) entries.
-#[derive(Clone, Debug, Default)]
-struct NodeEntries {
-    entries: Vec<LedgerEntry>,
-    loads_newest_first: Vec<Load>,
-}
-
-impl NodeEntries {
-    fn add_load(&mut self, entry: &LedgerEntry) {
-        let load = Load { placed_at: entry.placed_at, usage: entry.usage };
-        let at = self.loads_newest_first.partition_point(|l| l.placed_at > load.placed_at);
-        self.loads_newest_first.insert(at, load);
-    }
-
-    fn remove_load(&mut self, entry: &LedgerEntry) {
-        let load = Load { placed_at: entry.placed_at, usage: entry.usage };
-        if let Some(at) = self.loads_newest_first.iter().position(|l| *l == load) {
-            self.loads_newest_first.remove(at);
-        }
-    }
-
-    /// The loads that still count at `now` (placed less than `window` ago).
-    fn counting(&self, now: UnixMillis, window: Millis) -> &[Load] {
-        let end = self.loads_newest_first.partition_point(|l| now.since(l.placed_at) < window);
-        &self.loads_newest_first[..end]
-    }
-}
-
 #[derive(Clone, Debug, Default)]
 pub struct Ledger {
-    by_node: FastMap<String, NodeEntries>,
+    by_node: FastMap<String, Vec<LedgerEntry>>,
     node_of: FastMap<String, String>,
 }
 
@@ -98,15 +62,15 @@ impl Ledger {
 
     pub fn get(&self, uid: &str) -> Option<&LedgerEntry> {
         let node = self.node_of.get(uid)?;
-        self.by_node.get(node)?.entries.iter().find(|e| e.uid == uid)
+        self.by_node.get(node)?.iter().find(|e| e.uid == uid)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &LedgerEntry> {
-        self.by_node.values().flat_map(|n| &n.entries)
+        self.by_node.values().flatten()
     }
 
     pub fn on_node(&self, node: &str) -> &[LedgerEntry] {
-        self.by_node.get(node).map(|n| n.entries.as_slice()).unwrap_or(&[])
+        self.by_node.get(node).map(Vec::as_slice).unwrap_or(&[])
     }
 
     /// Adds or updates an entry; returns the stored entry when anything changed.
@@ -129,33 +93,27 @@ impl Ledger {
                 if &merged == existing {
                     return None;
                 }
-                let node = self.by_node.get_mut(&merged.node).expect("indexed node exists");
-                let at = node
-                    .entries
-                    .iter()
-                    .position(|e| e.uid == merged.uid)
+                let slot = self
+                    .by_node
+                    .get_mut(&merged.node)
+                    .and_then(|v| v.iter_mut().find(|e| e.uid == merged.uid))
                     .expect("indexed entry exists");
-                let previous = std::mem::replace(&mut node.entries[at], merged.clone());
-                node.remove_load(&previous);
-                node.add_load(&merged);
+                *slot = merged.clone();
                 return Some(merged);
             }
             self.delete(&entry.uid);
         }
         self.node_of.insert(entry.uid.clone(), entry.node.clone());
-        let node = self.by_node.entry(entry.node.clone()).or_default();
-        node.add_load(&entry);
-        node.entries.push(entry.clone());
+        self.by_node.entry(entry.node.clone()).or_default().push(entry.clone());
         Some(entry)
     }
 
     pub fn delete(&mut self, uid: &str) -> Option<LedgerEntry> {
         let node = self.node_of.remove(uid)?;
         let entries = self.by_node.get_mut(&node)?;
-        let index = entries.entries.iter().position(|e| e.uid == uid)?;
-        let removed = entries.entries.swap_remove(index);
-        entries.remove_load(&removed);
-        if entries.entries.is_empty() {
+        let index = entries.iter().position(|e| e.uid == uid)?;
+        let removed = entries.swap_remove(index);
+        if entries.is_empty() {
             self.by_node.remove(&node);
         }
         Some(removed)
@@ -209,18 +167,21 @@ impl Ledger {
         expired
     }
 
-    /// Estimated usage of the placements on `node` the metrics have not absorbed yet.
+    /// Estimated usage of the placements on `node` the metrics have not absorbed yet. The
+    /// definition; `Snapshot` keeps an index of it for the request path.
     pub fn unabsorbed(&self, node: &str, now: UnixMillis, absorb_window: Millis) -> Usage {
-        let Some(node) = self.by_node.get(node) else { return Usage::default() };
-        node.counting(now, absorb_window).iter().fold(Usage::default(), |sum, l| Usage {
-            cpu_millis: sum.cpu_millis + l.usage.cpu_millis,
-            memory_bytes: sum.memory_bytes + l.usage.memory_bytes,
-        })
+        self.on_node(node).iter().filter(|e| e.counts_at(now, absorb_window)).fold(
+            Usage::default(),
+            |sum, e| Usage {
+                cpu_millis: sum.cpu_millis + e.usage.cpu_millis,
+                memory_bytes: sum.memory_bytes + e.usage.memory_bytes,
+            },
+        )
     }
 
     /// Placements on `node` within the last `window` (Crane's bindings count).
     pub fn placements_within(&self, node: &str, now: UnixMillis, window: Millis) -> usize {
-        self.by_node.get(node).map_or(0, |n| n.counting(now, window).len())
+        self.on_node(node).iter().filter(|e| e.counts_at(now, window)).count()
     }
 }
 

@@ -20,7 +20,7 @@ pub use engine::{FilterOutcome, FilterVerdicts, NodeScore, ScoreTerm};
 pub use ledger::{Ledger, LedgerEntry, LedgerSource};
 pub use pod::Pod;
 pub use policy::Policy;
-pub use snapshot::{Capacity, NodeState, Sample, Snapshot};
+pub use snapshot::{Capacity, NodeSlot, NodeState, Sample, Snapshot};
 pub use time::{Millis, UnixMillis};
 
 /// The hash map of the request path. Keys are node and metric names the cluster chose, not
