@@ -70,7 +70,7 @@ fn snapshot(policy: &Policy, names: &[String]) -> Snapshot {
     for (i, node) in names.iter().enumerate() {
         for k in 0..LEDGER_PER_NODE {
             let uid = format!("pod-{i:05}-{k}");
-            snap.ledger.apply(LedgerEntry {
+            snap.apply_placement(LedgerEntry {
                 uid: uid.clone(),
                 namespace: "default".into(),
                 name: uid,

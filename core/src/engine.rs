@@ -2,11 +2,13 @@
 //! incoming — run through the policy's curve and thresholds. Pure functions of a policy, a
 //! snapshot, a pod, the candidate names and `now`.
 
-use crate::curve::{least_used, round_score, water_level};
+use std::fmt::Write;
+
+use crate::curve::{least_used, round_half_away, round_score, water_level};
 use crate::estimate::{Usage, estimate};
 use crate::pod::Pod;
-use crate::policy::{Curve, MetricSpec, Policy, Resource, StaleFilter};
-use crate::snapshot::{Capacity, Snapshot};
+use crate::policy::{Curve, Policy, Resource, StaleFilter};
+use crate::snapshot::{Capacity, NodeSlot, Snapshot};
 use crate::time::UnixMillis;
 
 /// How one metric contributed to a node's score.
@@ -22,20 +24,44 @@ pub struct ScoreTerm {
     pub stale: bool,
 }
 
+/// One candidate's score; `ScoreOutcome::scores` is in the order of the candidates asked
+/// for, so the caller can move its names into the answer instead of copying them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeScore {
-    pub node: String,
     pub score: i64,
     /// One per policy metric, only when explain was asked for.
     pub terms: Vec<ScoreTerm>,
 }
 
+/// Filter's verdict per candidate, in the order asked for.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FilterOutcome {
+    /// `None`: the node is feasible; `Some(reason)`: rejected, and why.
+    pub rejections: Vec<Option<String>>,
+    pub stats: Stats,
+}
+
+/// Filter's answer with the candidates' names moved in (what a scorer sends back).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FilterVerdicts {
     pub feasible: Vec<String>,
     /// Rejected node and why.
     pub rejected: Vec<(String, String)>,
     pub stats: Stats,
+}
+
+impl FilterOutcome {
+    /// Pairs the verdicts with `nodes`, the same candidates in the same order.
+    pub fn with_names(self, nodes: impl IntoIterator<Item = String>) -> FilterVerdicts {
+        let mut verdicts = FilterVerdicts { stats: self.stats, ..FilterVerdicts::default() };
+        for (node, rejection) in nodes.into_iter().zip(self.rejections) {
+            match rejection {
+                None => verdicts.feasible.push(node),
+                Some(reason) => verdicts.rejected.push((node, reason)),
+            }
+        }
+        verdicts
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -65,16 +91,50 @@ struct Prediction {
 }
 
 impl Prediction {
+    const UNKNOWN: Prediction = Prediction { observed: None, ledger: 0.0, incoming: 0.0 };
+
     fn predicted(&self) -> f64 {
         self.observed.unwrap_or(0.0) + self.ledger + self.incoming
     }
 }
 
-/// Per-request state resolved once: metric ids and the incoming pod's estimate.
+/// A policy metric resolved against the snapshot once per request.
+struct MetricPlan {
+    /// The snapshot's id for the metric name (`None`: no node ever reported it).
+    id: Option<usize>,
+    resource: Resource,
+    max_age: crate::time::Millis,
+    weight: f64,
+}
+
+/// The ledger's and the incoming pod's share of one node's capacity, per resource, in
+/// percent. Six metrics read two resources, so this is computed once per node, not per
+/// metric.
+#[derive(Clone, Copy, Default)]
+struct Shares {
+    cpu_ledger: f64,
+    cpu_incoming: f64,
+    memory_ledger: f64,
+    memory_incoming: f64,
+}
+
+impl Shares {
+    fn of(&self, resource: Resource) -> (f64, f64) {
+        match resource {
+            Resource::Cpu => (self.cpu_ledger, self.cpu_incoming),
+            Resource::Memory => (self.memory_ledger, self.memory_incoming),
+            Resource::Other => (0.0, 0.0),
+        }
+    }
+}
+
+/// Per-request state resolved once: metric ids, weights and the incoming pod's estimate.
 struct Request<'a> {
     policy: &'a Policy,
-    snapshot: &'a Snapshot,
-    metric_ids: Vec<Option<usize>>,
+    metrics: Vec<MetricPlan>,
+    total_weight: f64,
+    uses_cpu: bool,
+    uses_memory: bool,
     incoming: Usage,
     now: UnixMillis,
 }
@@ -85,7 +145,7 @@ fn percent_of(amount: i64, capacity: i64, capped: &mut bool) -> f64 {
     }
     // A millionth of a percent is noise, and rounding it away keeps a tiny pod on a huge
     // node from tipping a value that sits exactly on the curve's target.
-    let pct = (amount as f64 * 100.0 / capacity as f64 * 1e6).round() / 1e6;
+    let pct = round_half_away(amount as f64 * 100.0 / capacity as f64 * 1e6) / 1e6;
     if pct > 100.0 {
         *capped = true;
         100.0
@@ -94,56 +154,79 @@ fn percent_of(amount: i64, capacity: i64, capped: &mut bool) -> f64 {
     }
 }
 
-fn share(resource: Resource, usage: Usage, capacity: Capacity, capped: &mut bool) -> f64 {
-    match resource {
-        Resource::Cpu => percent_of(usage.cpu_millis, capacity.cpu_millis, capped),
-        Resource::Memory => percent_of(usage.memory_bytes, capacity.memory_bytes, capped),
-        Resource::Other => 0.0,
-    }
-}
-
 impl<'a> Request<'a> {
-    fn new(policy: &'a Policy, snapshot: &'a Snapshot, pod: &Pod, now: UnixMillis) -> Self {
+    fn new(policy: &'a Policy, snapshot: &Snapshot, pod: &Pod, now: UnixMillis) -> Self {
+        let uses = |r| policy.metrics.iter().any(|m| m.resource == r);
         Request {
             policy,
-            snapshot,
-            metric_ids: policy.metrics.iter().map(|m| snapshot.metric_id(&m.name)).collect(),
+            metrics: policy
+                .metrics
+                .iter()
+                .map(|m| MetricPlan {
+                    id: snapshot.metric_id(&m.name),
+                    resource: m.resource,
+                    max_age: m.max_age,
+                    weight: m.weight,
+                })
+                .collect(),
+            total_weight: policy.metrics.iter().map(|m| m.weight).sum(),
+            uses_cpu: uses(Resource::Cpu),
+            uses_memory: uses(Resource::Memory),
             incoming: estimate(&policy.estimator, pod),
             now,
         }
     }
 
-    /// Predictions for every policy metric of `node` (`None` for an unknown node).
-    fn predict(&self, node: &str, stats: &mut Stats) -> Option<Vec<Prediction>> {
-        let state = self.snapshot.node(node)?;
+    fn shares(&self, slot: &NodeSlot, capacity: Capacity, stats: &mut Stats) -> Shares {
         let ledger = if self.policy.ledger.enabled {
-            self.snapshot.ledger.unabsorbed(node, self.now, self.policy.ledger.absorb_window)
+            slot.unabsorbed(self.now, self.policy.ledger.absorb_window)
         } else {
             Usage::default()
         };
         let mut capped = false;
-        let mut stale = false;
-        let predictions = self
-            .policy
-            .metrics
-            .iter()
-            .zip(&self.metric_ids)
-            .map(|(metric, id)| {
-                let observed = id
-                    .and_then(|id| state.sample(id))
-                    .filter(|s| self.now.since(s.at) <= metric.max_age)
-                    .map(|s| s.value);
-                stale |= observed.is_none();
-                Prediction {
-                    observed,
-                    ledger: share(metric.resource, ledger, state.capacity, &mut capped),
-                    incoming: share(metric.resource, self.incoming, state.capacity, &mut capped),
-                }
-            })
-            .collect();
+        let mut shares = Shares::default();
+        if self.uses_cpu {
+            shares.cpu_ledger = percent_of(ledger.cpu_millis, capacity.cpu_millis, &mut capped);
+            shares.cpu_incoming =
+                percent_of(self.incoming.cpu_millis, capacity.cpu_millis, &mut capped);
+        }
+        if self.uses_memory {
+            shares.memory_ledger =
+                percent_of(ledger.memory_bytes, capacity.memory_bytes, &mut capped);
+            shares.memory_incoming =
+                percent_of(self.incoming.memory_bytes, capacity.memory_bytes, &mut capped);
+        }
         stats.capped_estimates += usize::from(capped);
+        shares
+    }
+
+    /// Fills `out` with a prediction per policy metric of `node`; false for a node the
+    /// snapshot does not know (`out` is then empty). `out` is reused across nodes so the
+    /// loop allocates nothing per candidate.
+    fn predict_into(
+        &self,
+        slot: Option<&NodeSlot>,
+        out: &mut Vec<Prediction>,
+        stats: &mut Stats,
+    ) -> bool {
+        out.clear();
+        let Some((slot, state)) = slot.and_then(|slot| Some((slot, slot.state()?))) else {
+            return false;
+        };
+        let shares = self.shares(slot, state.capacity, stats);
+        let mut stale = false;
+        out.extend(self.metrics.iter().map(|metric| {
+            let observed = metric
+                .id
+                .and_then(|id| state.sample(id))
+                .filter(|s| self.now.since(s.at) <= metric.max_age)
+                .map(|s| s.value);
+            stale |= observed.is_none();
+            let (ledger, incoming) = shares.of(metric.resource);
+            Prediction { observed, ledger, incoming }
+        }));
         stats.stale_nodes += usize::from(stale);
-        Some(predictions)
+        true
     }
 
     fn curve_score(&self, prediction: &Prediction) -> f64 {
@@ -158,20 +241,18 @@ impl<'a> Request<'a> {
         }
     }
 
-    fn combine(&self, node: &str, predictions: Option<&[Prediction]>) -> f64 {
-        let metrics = &self.policy.metrics;
-        let total_weight: f64 = metrics.iter().map(|m| m.weight).sum();
+    fn combine(&self, slot: Option<&NodeSlot>, predictions: Option<&[Prediction]>) -> f64 {
         let weighted: f64 = match predictions {
-            Some(p) => metrics.iter().zip(p).map(|(m, p)| m.weight * self.curve_score(p)).sum(),
-            None => self.unknown_score() * total_weight,
+            Some(p) => self.weighted_curve_sum(p),
+            None => self.unknown_score() * self.total_weight,
         };
-        let score = weighted / total_weight;
+        let score = weighted / self.total_weight;
         match &self.policy.curve {
             Curve::Crane { hot_windows } => {
                 let hot: usize = hot_windows
                     .iter()
                     .map(|w| {
-                        self.snapshot.ledger.placements_within(node, self.now, w.window)
+                        slot.map_or(0, |s| s.placements_within(self.now, w.window))
                             / w.count as usize
                     })
                     .sum();
@@ -180,6 +261,29 @@ impl<'a> Request<'a> {
                 ((score + 1e-9).floor() - 10.0 * hot as f64).clamp(0.0, 100.0)
             }
             _ => score,
+        }
+    }
+
+    /// Σ weight × curve score over the metrics: `curve_score` with the curve chosen once per
+    /// node instead of once per metric (this sum is most of a Score's arithmetic).
+    fn weighted_curve_sum(&self, predictions: &[Prediction]) -> f64 {
+        let stale = self.policy.stale.score;
+        let sum = |curve: &dyn Fn(f64, f64) -> f64, stale: f64| -> f64 {
+            self.metrics
+                .iter()
+                .zip(predictions)
+                .map(|(m, p)| {
+                    m.weight * p.observed.map_or(stale, |observed| curve(observed, p.predicted()))
+                })
+                .sum()
+        };
+        match self.policy.curve {
+            Curve::WaterLevel { target } => {
+                sum(&|_, predicted| water_level(target, predicted), stale)
+            }
+            Curve::LeastUsed => sum(&|_, predicted| least_used(predicted), stale),
+            // Crane reads observed values only and counts missing ones as fully used.
+            Curve::Crane { .. } => sum(&|observed, _| least_used(observed), 0.0),
         }
     }
 
@@ -198,11 +302,7 @@ impl<'a> Request<'a> {
             .iter()
             .enumerate()
             .map(|(i, metric)| {
-                let p = predictions.map(|p| p[i]).unwrap_or(Prediction {
-                    observed: None,
-                    ledger: 0.0,
-                    incoming: 0.0,
-                });
+                let p = predictions.map_or(Prediction::UNKNOWN, |p| p[i]);
                 let curve_score = self.curve_score(&p);
                 ScoreTerm {
                     metric: metric.name.clone(),
@@ -218,31 +318,51 @@ impl<'a> Request<'a> {
             .collect()
     }
 
-    /// Why the pod may not go to a known node, if it may not.
+    /// Why the pod may not go to a known node, if it may not: every breached threshold,
+    /// `; `-separated.
     fn load_rejection(&self, predictions: &[Prediction]) -> Option<String> {
-        let reasons: Vec<String> = self
-            .policy
-            .metrics
-            .iter()
-            .zip(predictions)
-            .filter_map(|(metric, p)| threshold_breach(metric, p, self.policy.stale.filter))
-            .collect();
-        (!reasons.is_empty()).then(|| reasons.join("; "))
+        let mut reasons = String::new();
+        for (metric, p) in self.policy.metrics.iter().zip(predictions) {
+            let Some(limit) = metric.filter_above else { continue };
+            let breach = match p.observed {
+                None => self.policy.stale.filter == StaleFilter::Reject,
+                Some(_) => p.predicted() > limit,
+            };
+            if !breach {
+                continue;
+            }
+            if !reasons.is_empty() {
+                reasons.push_str("; ");
+            }
+            reasons.push_str(&metric.name);
+            match p.observed {
+                None => reasons.push_str(" has no fresh sample"),
+                Some(_) => {
+                    reasons.push(' ');
+                    push_one_decimal(&mut reasons, p.predicted());
+                    // `{}` of an f64 prints 65.0 as "65", as the policy file spells it.
+                    let _ = write!(reasons, "% > {limit}%");
+                }
+            }
+        }
+        (!reasons.is_empty()).then_some(reasons)
     }
 }
 
-fn threshold_breach(metric: &MetricSpec, p: &Prediction, stale: StaleFilter) -> Option<String> {
-    let limit = metric.filter_above?;
-    match p.observed {
-        None if stale == StaleFilter::Reject => {
-            Some(format!("{} has no fresh sample", metric.name))
-        }
-        None => None,
-        Some(_) => {
-            let predicted = p.predicted();
-            (predicted > limit).then(|| format!("{} {:.1}% > {}%", metric.name, predicted, limit))
-        }
+/// Appends `value` with one decimal, rounded half away from zero ("72.3"). Integer
+/// formatting: `{:.1}` of a float was a third of a Filter over thousands of rejected nodes.
+fn push_one_decimal(out: &mut String, value: f64) {
+    let tenths = round_half_away(value * 10.0);
+    if tenths.is_nan() || tenths.abs() >= 1e15 {
+        let _ = write!(out, "{value:.1}");
+        return;
     }
+    let tenths = tenths as i64;
+    if tenths < 0 {
+        out.push('-');
+    }
+    let tenths = tenths.unsigned_abs();
+    let _ = write!(out, "{}.{}", tenths / 10, tenths % 10);
 }
 
 /// The first pod on `node` that shares an anti-colocation label value with `pod`.
@@ -254,7 +374,7 @@ fn colocation_conflict(
 ) -> Option<String> {
     for rule in &policy.anti_colocation {
         let Some(value) = pod.labels.get(&rule.label_key) else { continue };
-        let other = snapshot.ledger.on_node(node).iter().find(|e| {
+        let other = snapshot.ledger().on_node(node).iter().find(|e| {
             e.uid != pod.uid
                 && e.namespace == pod.namespace
                 && e.labels.get(&rule.label_key) == Some(value)
@@ -277,22 +397,21 @@ pub fn filter(
     now: UnixMillis,
 ) -> FilterOutcome {
     let request = Request::new(policy, snapshot, pod, now);
-    let mut outcome = FilterOutcome::default();
+    let mut outcome =
+        FilterOutcome { rejections: Vec::with_capacity(nodes.len()), stats: Stats::default() };
+    let mut predictions = Vec::with_capacity(policy.metrics.len());
     for node in nodes {
         let reason = colocation_conflict(policy, snapshot, pod, node).or_else(|| {
-            match request.predict(node, &mut outcome.stats) {
-                None => {
-                    outcome.stats.unknown_nodes += 1;
-                    None
-                }
-                Some(_) if pod.bypasses_load_filters() => None,
-                Some(predictions) => request.load_rejection(&predictions),
+            if !request.predict_into(snapshot.slot(node), &mut predictions, &mut outcome.stats) {
+                outcome.stats.unknown_nodes += 1;
+                None
+            } else if pod.bypasses_load_filters() {
+                None
+            } else {
+                request.load_rejection(&predictions)
             }
         });
-        match reason {
-            Some(reason) => outcome.rejected.push((node.clone(), reason)),
-            None => outcome.feasible.push(node.clone()),
-        }
+        outcome.rejections.push(reason);
     }
     outcome
 }
@@ -307,16 +426,19 @@ pub fn score(
 ) -> ScoreOutcome {
     let request = Request::new(policy, snapshot, pod, now);
     let mut stats = Stats::default();
+    let mut predictions = Vec::with_capacity(policy.metrics.len());
     let scores = nodes
         .iter()
         .map(|node| {
-            let predictions = request.predict(node, &mut stats);
-            if predictions.is_none() {
+            let slot = snapshot.slot(node);
+            let known = request.predict_into(slot, &mut predictions, &mut stats);
+            if !known {
                 stats.unknown_nodes += 1;
             }
-            let score = round_score(request.combine(node, predictions.as_deref()));
-            let terms = if explain { request.terms(predictions.as_deref()) } else { Vec::new() };
-            NodeScore { node: node.clone(), score, terms }
+            let predictions = known.then_some(predictions.as_slice());
+            let score = round_score(request.combine(slot, predictions));
+            let terms = if explain { request.terms(predictions) } else { Vec::new() };
+            NodeScore { score, terms }
         })
         .collect();
     ScoreOutcome { scores, stats }

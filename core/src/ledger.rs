@@ -6,8 +6,9 @@
 //! Shaped like kubert's index: `apply` / `delete` / `reset(live)`, where a re-list replaces
 //! the view of live pods and so drops pods deleted while disconnected.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
+use crate::FastMap;
 use crate::estimate::Usage;
 use crate::time::{Millis, UnixMillis};
 
@@ -46,8 +47,8 @@ impl LedgerEntry {
 
 #[derive(Clone, Debug, Default)]
 pub struct Ledger {
-    by_node: HashMap<String, Vec<LedgerEntry>>,
-    node_of: HashMap<String, String>,
+    by_node: FastMap<String, Vec<LedgerEntry>>,
+    node_of: FastMap<String, String>,
 }
 
 impl Ledger {
@@ -166,7 +167,8 @@ impl Ledger {
         expired
     }
 
-    /// Estimated usage of the placements on `node` the metrics have not absorbed yet.
+    /// Estimated usage of the placements on `node` the metrics have not absorbed yet. The
+    /// definition; `Snapshot` keeps an index of it for the request path.
     pub fn unabsorbed(&self, node: &str, now: UnixMillis, absorb_window: Millis) -> Usage {
         self.on_node(node).iter().filter(|e| e.counts_at(now, absorb_window)).fold(
             Usage::default(),

@@ -16,9 +16,13 @@ pub mod quantity;
 pub mod snapshot;
 pub mod time;
 
-pub use engine::{FilterOutcome, NodeScore, ScoreTerm};
+pub use engine::{FilterOutcome, FilterVerdicts, NodeScore, ScoreTerm};
 pub use ledger::{Ledger, LedgerEntry, LedgerSource};
 pub use pod::Pod;
 pub use policy::Policy;
-pub use snapshot::{Capacity, NodeState, Sample, Snapshot};
+pub use snapshot::{Capacity, NodeSlot, NodeState, Sample, Snapshot};
 pub use time::{Millis, UnixMillis};
+
+/// The hash map of the request path. Keys are node and metric names the cluster chose, not
+/// adversarial input worth SipHash's cost: Fx hashing halves a Score's lookup time.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;

@@ -1,11 +1,22 @@
 //! What a scorer answers from: every node's latest samples and capacity, plus the ledger.
-//! Metric names are interned so the request path indexes samples instead of comparing
-//! strings for every node.
+//!
+//! Laid out for the request path, which looks up thousands of candidates by name per
+//! request: one hash probe per candidate finds everything Score reads — capacity, samples
+//! (metric names interned to ids, stored inline) and the loads of the node's ledger entries
+//! (newest first, so the ones that still count are a prefix). The full ledger entries live
+//! in the `Ledger` beside it; every change goes through `Snapshot` so the two agree.
 
-use std::collections::HashMap;
+use smallvec::SmallVec;
 
-use crate::ledger::Ledger;
-use crate::time::UnixMillis;
+use crate::FastMap;
+use crate::estimate::Usage;
+use crate::ledger::{Ledger, LedgerEntry};
+use crate::time::{Millis, UnixMillis};
+
+/// Metrics per node stored inline (the default policy has six).
+const INLINE_METRICS: usize = 6;
+/// Ledger loads per node stored inline (recent placements on one node are usually few).
+const INLINE_LOADS: usize = 4;
 
 /// Allocatable resources; zero when unknown.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,7 +37,7 @@ pub struct NodeState {
     pub name: String,
     pub capacity: Capacity,
     /// Indexed by the snapshot's metric id.
-    samples: Vec<Option<Sample>>,
+    samples: SmallVec<[Option<Sample>; INLINE_METRICS]>,
 }
 
 impl NodeState {
@@ -35,12 +46,54 @@ impl NodeState {
     }
 }
 
+/// What the request path reads of one ledger entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Load {
+    placed_at: UnixMillis,
+    usage: Usage,
+}
+
+/// Everything known about one node name: its state once the collector has reported it,
+/// and the loads of its ledger entries (a Reserve may name a node before its metrics do).
+#[derive(Clone, Debug, Default)]
+pub struct NodeSlot {
+    state: Option<NodeState>,
+    loads_newest_first: SmallVec<[Load; INLINE_LOADS]>,
+}
+
+impl NodeSlot {
+    pub fn state(&self) -> Option<&NodeState> {
+        self.state.as_ref()
+    }
+
+    /// The loads placed less than `window` before `now`: a prefix, newest first.
+    fn counting(&self, now: UnixMillis, window: Millis) -> &[Load] {
+        let end = self.loads_newest_first.partition_point(|l| now.since(l.placed_at) < window);
+        &self.loads_newest_first[..end]
+    }
+
+    /// `Ledger::unabsorbed` for this node, without walking its entries.
+    pub fn unabsorbed(&self, now: UnixMillis, absorb_window: Millis) -> Usage {
+        self.counting(now, absorb_window).iter().fold(Usage::default(), |sum, l| Usage {
+            cpu_millis: sum.cpu_millis + l.usage.cpu_millis,
+            memory_bytes: sum.memory_bytes + l.usage.memory_bytes,
+        })
+    }
+
+    /// `Ledger::placements_within` for this node.
+    pub fn placements_within(&self, now: UnixMillis, window: Millis) -> usize {
+        self.counting(now, window).len()
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    metric_ids: HashMap<String, usize>,
+    metric_ids: FastMap<String, usize>,
     metric_names: Vec<String>,
-    nodes: HashMap<String, NodeState>,
-    pub ledger: Ledger,
+    slots: FastMap<String, NodeSlot>,
+    /// Slots with a state.
+    node_count: usize,
+    ledger: Ledger,
 }
 
 impl Snapshot {
@@ -66,7 +119,7 @@ impl Snapshot {
         capacity: Capacity,
         samples: impl IntoIterator<Item = (&'a str, Sample)>,
     ) {
-        let mut by_id = Vec::new();
+        let mut by_id = SmallVec::new();
         for (metric, sample) in samples {
             let id = self.intern(metric);
             if by_id.len() <= id {
@@ -74,29 +127,50 @@ impl Snapshot {
             }
             by_id[id] = Some(sample);
         }
-        self.nodes
-            .insert(name.to_owned(), NodeState { name: name.to_owned(), capacity, samples: by_id });
+        let state = NodeState { name: name.to_owned(), capacity, samples: by_id };
+        let slot = match self.slots.get_mut(name) {
+            Some(slot) => slot,
+            None => self.slots.entry(name.to_owned()).or_default(),
+        };
+        if slot.state.replace(state).is_none() {
+            self.node_count += 1;
+        }
     }
 
     pub fn remove_node(&mut self, name: &str) -> bool {
-        self.nodes.remove(name).is_some()
+        let Some(slot) = self.slots.get_mut(name) else { return false };
+        let removed = slot.state.take().is_some();
+        if slot.loads_newest_first.is_empty() {
+            self.slots.remove(name);
+        }
+        self.node_count -= usize::from(removed);
+        removed
     }
 
     /// Drops every node (the ledger is left alone).
     pub fn clear_nodes(&mut self) {
-        self.nodes.clear();
+        self.slots.retain(|_, slot| {
+            slot.state = None;
+            !slot.loads_newest_first.is_empty()
+        });
+        self.node_count = 0;
+    }
+
+    /// Everything the request path needs about `name`, in one lookup.
+    pub fn slot(&self, name: &str) -> Option<&NodeSlot> {
+        self.slots.get(name)
     }
 
     pub fn node(&self, name: &str) -> Option<&NodeState> {
-        self.nodes.get(name)
+        self.slot(name)?.state()
     }
 
     pub fn nodes(&self) -> impl Iterator<Item = &NodeState> {
-        self.nodes.values()
+        self.slots.values().filter_map(NodeSlot::state)
     }
 
     pub fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.node_count
     }
 
     /// A node's samples by metric name.
@@ -109,23 +183,70 @@ impl Snapshot {
             .enumerate()
             .filter_map(|(id, s)| s.map(|s| (self.metric_names[id].as_str(), s)))
     }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// `Ledger::apply`, keeping the node table's loads in step.
+    pub fn apply_placement(&mut self, entry: LedgerEntry) -> Option<LedgerEntry> {
+        let previous_node = self.ledger.get(&entry.uid).map(|e| e.node.clone());
+        let stored = self.ledger.apply(entry)?;
+        if let Some(previous) = previous_node.filter(|n| *n != stored.node) {
+            self.reindex_loads(&previous);
+        }
+        self.reindex_loads(&stored.node);
+        Some(stored)
+    }
+
+    /// `Ledger::delete`, keeping the node table's loads in step.
+    pub fn delete_placement(&mut self, uid: &str) -> Option<LedgerEntry> {
+        let removed = self.ledger.delete(uid)?;
+        self.reindex_loads(&removed.node);
+        Some(removed)
+    }
+
+    /// `Ledger::replace` (a full snapshot from the collector), then every node's loads.
+    pub fn replace_placements(&mut self, entries: impl IntoIterator<Item = LedgerEntry>) {
+        self.ledger.replace(entries);
+        self.slots.retain(|_, slot| {
+            slot.loads_newest_first.clear();
+            slot.state.is_some()
+        });
+        for entry in self.ledger.iter() {
+            let slot = match self.slots.get_mut(&entry.node) {
+                Some(slot) => slot,
+                None => self.slots.entry(entry.node.clone()).or_default(),
+            };
+            slot.loads_newest_first.push(Load { placed_at: entry.placed_at, usage: entry.usage });
+        }
+        for slot in self.slots.values_mut() {
+            slot.loads_newest_first.sort_unstable_by_key(|l| std::cmp::Reverse(l.placed_at));
+        }
+    }
+
+    /// Rebuilds `node`'s loads from its ledger entries (a handful: cheaper than patching).
+    fn reindex_loads(&mut self, node: &str) {
+        let mut loads: SmallVec<[Load; INLINE_LOADS]> = self
+            .ledger
+            .on_node(node)
+            .iter()
+            .map(|e| Load { placed_at: e.placed_at, usage: e.usage })
+            .collect();
+        loads.sort_unstable_by_key(|l| std::cmp::Reverse(l.placed_at));
+        match self.slots.get_mut(node) {
+            Some(slot) if loads.is_empty() && slot.state.is_none() => {
+                self.slots.remove(node);
+            }
+            Some(slot) => slot.loads_newest_first = loads,
+            None if loads.is_empty() => {}
+            None => {
+                self.slots
+                    .insert(node.to_owned(), NodeSlot { state: None, loads_newest_first: loads });
+            }
+        }
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn upsert_replaces_all_samples_of_a_node() {
-        let mut snap = Snapshot::default();
-        let s = |v| Sample { value: v, at: UnixMillis(1) };
-        snap.upsert_node("n1", Capacity::default(), [("cpu", s(10.0)), ("mem", s(20.0))]);
-        snap.upsert_node("n1", Capacity::default(), [("mem", s(30.0))]);
-        let node = snap.node("n1").unwrap();
-        assert_eq!(node.sample(snap.metric_id("cpu").unwrap()), None);
-        assert_eq!(node.sample(snap.metric_id("mem").unwrap()), Some(s(30.0)));
-        assert_eq!(snap.samples_of(node).collect::<Vec<_>>(), vec![("mem", s(30.0))]);
-        assert!(snap.remove_node("n1"));
-        assert_eq!(snap.node_count(), 0);
-    }
-}
+mod tests;

@@ -23,6 +23,17 @@ fn single_metric(curve: &str, filter_above: Option<f64>) -> Policy {
     .unwrap()
 }
 
+/// Filter with the names paired back in, as the scorer answers.
+fn filter(
+    policy: &Policy,
+    snapshot: &Snapshot,
+    pod: &Pod,
+    nodes: &[String],
+    now: UnixMillis,
+) -> FilterVerdicts {
+    super::filter(policy, snapshot, pod, nodes, now).with_names(nodes.to_vec())
+}
+
 fn names(nodes: &[&str]) -> Vec<String> {
     nodes.iter().map(|n| n.to_string()).collect()
 }
@@ -96,7 +107,7 @@ fn crane_hot_value_from_the_ledger_takes_it_to_30() {
     // 7 bindings in the last 5 minutes, 3 of them in the last minute: hot = 7/5 + 3/2 = 2.
     let ages_secs = [30, 40, 50, 100, 150, 200, 250];
     for (i, age) in ages_secs.iter().enumerate() {
-        snap.ledger.apply(placed(&format!("p{i}"), "n1", NOW.minus(Millis::from_secs(*age)), 0));
+        snap.apply_placement(placed(&format!("p{i}"), "n1", NOW.minus(Millis::from_secs(*age)), 0));
     }
     let out = score(&policy, &snap, &Pod::default(), &names(&["n1"]), NOW, false);
     assert_eq!(out.scores[0].score, 30);
@@ -132,7 +143,7 @@ fn explain_shows_observed_ledger_incoming_and_predicted() {
     let policy = single_metric("{kind: waterLevel, target: 40}", None);
     let mut snap = Snapshot::default();
     snap.upsert_node("n1", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(10.0))]);
-    snap.ledger.apply(placed("earlier", "n1", NOW.minus(Millis::from_secs(60)), 850));
+    snap.apply_placement(placed("earlier", "n1", NOW.minus(Millis::from_secs(60)), 850));
     let out = score(&policy, &snap, &one_cpu_pod("new"), &names(&["n1"]), NOW, true);
     let term = &out.scores[0].terms[0];
     assert_eq!(term.metric, "cpu_usage_avg_5m");
@@ -151,11 +162,11 @@ fn absorbed_and_disabled_ledger_add_nothing() {
     let mut policy = single_metric("{kind: leastUsed}", None);
     let mut snap = Snapshot::default();
     snap.upsert_node("n1", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(10.0))]);
-    snap.ledger.apply(placed("old", "n1", NOW.minus(Millis::from_mins(8)), 8000));
+    snap.apply_placement(placed("old", "n1", NOW.minus(Millis::from_mins(8)), 8000));
     let pod = Pod::default(); // best effort: 250m × 0.85 = 213m = 2.6625 %
     let s = score(&policy, &snap, &pod, &names(&["n1"]), NOW, true);
     assert_eq!(s.scores[0].terms[0].ledger, 0.0);
-    snap.ledger.apply(placed("new", "n1", NOW.minus(Millis::from_mins(1)), 800));
+    snap.apply_placement(placed("new", "n1", NOW.minus(Millis::from_mins(1)), 800));
     let s = score(&policy, &snap, &pod, &names(&["n1"]), NOW, true);
     assert_eq!(s.scores[0].terms[0].ledger, 10.0);
     policy.ledger = LedgerPolicy { enabled: false, ..policy.ledger.clone() };
@@ -238,7 +249,7 @@ fn anti_colocation_rejects_nodes_holding_the_same_group() {
     }
     let mut master = placed("redis-0", "n1", NOW, 100);
     master.labels.insert("waterline.io/spread-group".into(), "redis-a".into());
-    snap.ledger.apply(master);
+    snap.apply_placement(master);
 
     let mut pod = one_cpu_pod("redis-1");
     pod.labels.insert("waterline.io/spread-group".into(), "redis-a".into());
@@ -275,11 +286,14 @@ fn burst(policy: &Policy) -> Vec<Vec<usize>> {
         let pod = one_cpu_pod(&format!("p{i}"));
         let feasible = filter(policy, &snap, &pod, &nodes, NOW).feasible;
         let scored = score(policy, &snap, &pod, &feasible, NOW, false).scores;
-        let best =
-            scored.iter().max_by(|x, y| x.score.cmp(&y.score).then(y.node.cmp(&x.node))).unwrap();
-        let index = nodes.iter().position(|n| *n == best.node).unwrap();
+        let (best, _) = feasible
+            .iter()
+            .zip(&scored)
+            .max_by(|(xn, x), (yn, y)| x.score.cmp(&y.score).then(yn.cmp(xn)))
+            .unwrap();
+        let index = nodes.iter().position(|n| n == best).unwrap();
         let usage = estimate(&policy.estimator, &pod);
-        snap.ledger.apply(LedgerEntry { usage, ..placed(&pod.uid, &best.node, NOW, 0) });
+        snap.apply_placement(LedgerEntry { usage, ..placed(&pod.uid, best, NOW, 0) });
         counts[index] += 1;
         history.push(counts.clone());
     }
@@ -308,4 +322,68 @@ fn burst_spreads_evenly_with_the_ledger() {
 fn burst_piles_up_without_the_ledger() {
     let policy = parse_policy("ledger: {enabled: false}").unwrap();
     assert_eq!(burst(&policy).last().unwrap(), &vec![20, 0, 0, 0]);
+}
+
+/// A score is computed through `weighted_curve_sum`, its explanation through `curve_score`:
+/// both must agree on every node, for every curve, with stale, missing and unknown data.
+#[test]
+fn scores_match_their_explained_terms_for_every_curve() {
+    let curves = [
+        "curve: {kind: waterLevel, target: 35}",
+        "curve: {kind: leastUsed}",
+        "curve: {kind: crane}",
+    ];
+    for curve in curves {
+        let policy = parse_policy(curve).unwrap();
+        let mut snap = Snapshot::default();
+        let mut nodes = names(&["ghost"]);
+        for i in 0..40 {
+            let name = format!("n{i}");
+            let samples: Vec<(&str, Sample)> = policy
+                .metrics
+                .iter()
+                .enumerate()
+                .filter(|(m, _)| (i + m) % 7 != 0) // some metrics missing
+                .map(|(m, spec)| {
+                    let age = if (i * m) % 5 == 0 { Millis::from_mins(120) } else { Millis(0) };
+                    let value = ((i * 37 + m * 11) % 110) as f64 + 0.25;
+                    (spec.name.as_str(), Sample { value, at: NOW.minus(age) })
+                })
+                .collect();
+            snap.upsert_node(&name, EIGHT_CPU, samples);
+            if i % 3 == 0 {
+                snap.apply_placement(placed(&format!("p{i}"), &name, NOW, 700 * i as i64));
+            }
+            nodes.push(name);
+        }
+        let pod = one_cpu_pod("p");
+        let fast = score(&policy, &snap, &pod, &nodes, NOW, false);
+        let explained = score(&policy, &snap, &pod, &nodes, NOW, true);
+        for ((node, f), e) in nodes.iter().zip(&fast.scores).zip(&explained.scores) {
+            let total: f64 = e.terms.iter().map(|t| t.weight).sum();
+            let from_terms: f64 =
+                e.terms.iter().map(|t| t.weight * t.curve_score).sum::<f64>() / total;
+            assert_eq!(f.score, e.score, "{curve} {node}");
+            if !matches!(policy.curve, Curve::Crane { .. }) {
+                assert_eq!(f.score, round_score(from_terms), "{curve} {node}: {:?}", e.terms);
+            }
+        }
+    }
+}
+
+#[test]
+fn reasons_print_one_decimal_rounded_half_away_from_zero() {
+    let formatted = |v: f64| {
+        let mut out = String::new();
+        push_one_decimal(&mut out, v);
+        out
+    };
+    assert_eq!(formatted(71.3), "71.3");
+    assert_eq!(formatted(72.25), "72.3");
+    assert_eq!(formatted(65.04), "65.0");
+    assert_eq!(formatted(100.0), "100.0");
+    assert_eq!(formatted(0.04), "0.0");
+    assert_eq!(formatted(-1.25), "-1.3");
+    assert_eq!(formatted(1e20), "100000000000000000000.0");
+    assert_eq!(formatted(f64::NAN), "NaN");
 }
