@@ -174,7 +174,7 @@ async fn observe(
                     })
                 })
                 .count();
-            (snapshot.node_count(), stale, snapshot.ledger.len())
+            (snapshot.node_count(), stale, snapshot.ledger().len())
         };
         gauges.nodes.set(nodes as i64);
         gauges.stale_nodes.set(stale as i64);

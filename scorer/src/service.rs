@@ -57,7 +57,8 @@ impl Scorer {
         let pod = self.candidates(request.pod.as_ref(), &request.node_names)?;
         let policy = self.policy.get();
         let now = UnixMillis::now();
-        let outcome = engine::filter(&policy, &self.store.read(), &pod, &request.node_names, now);
+        let outcome = engine::filter(&policy, &self.store.read(), &pod, &request.node_names, now)
+            .with_names(request.node_names);
         self.count(outcome.stats);
         Ok(pb::FilterResponse {
             feasible_nodes: outcome.feasible,
@@ -81,11 +82,13 @@ impl Scorer {
         );
         self.count(outcome.stats);
         Ok(pb::ScoreResponse {
-            scores: outcome
-                .scores
+            // The engine answers in the order asked: the request's names move into the answer.
+            scores: request
+                .node_names
                 .into_iter()
-                .map(|s| pb::NodeScore {
-                    node_name: s.node,
+                .zip(outcome.scores)
+                .map(|(node_name, s)| pb::NodeScore {
+                    node_name,
                     score: s.score,
                     terms: s
                         .terms

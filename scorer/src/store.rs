@@ -63,13 +63,13 @@ impl Store {
             let mut snapshot = self.snapshot.write().unwrap_or_else(|p| p.into_inner());
             if message.reset {
                 snapshot.clear_nodes();
-                snapshot
-                    .ledger
-                    .replace(message.placed.iter().filter_map(|e| entry_from_proto(e).ok()));
+                snapshot.replace_placements(
+                    message.placed.iter().filter_map(|e| entry_from_proto(e).ok()),
+                );
             } else {
                 for entry in &message.placed {
                     if let Ok(entry) = entry_from_proto(entry) {
-                        snapshot.ledger.apply(entry);
+                        snapshot.apply_placement(entry);
                     }
                 }
             }
@@ -80,7 +80,7 @@ impl Store {
                 apply_node(&mut snapshot, node);
             }
             for uid in &message.released_pod_uids {
-                snapshot.ledger.delete(uid);
+                snapshot.delete_placement(uid);
             }
             let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
             if message.reset {
@@ -133,10 +133,10 @@ impl Store {
 fn apply_op(snapshot: &mut Snapshot, op: &PendingOp) {
     match op {
         PendingOp::Reserve(entry) => {
-            snapshot.ledger.apply(entry.clone());
+            snapshot.apply_placement(entry.clone());
         }
         PendingOp::Unreserve { uid } => {
-            snapshot.ledger.delete(uid);
+            snapshot.delete_placement(uid);
         }
     }
 }
@@ -181,8 +181,8 @@ mod tests {
         assert!(store.is_synced());
         store.apply_local(PendingOp::Reserve(entry("mine")));
         store.apply_local(PendingOp::Unreserve { uid: "old".into() });
-        assert!(store.read().ledger.get("mine").is_some());
-        assert!(store.read().ledger.get("old").is_none());
+        assert!(store.read().ledger().get("mine").is_some());
+        assert!(store.read().ledger().get("old").is_none());
 
         // A resync from a collector that has not seen our ops yet must not undo them.
         store.apply(
@@ -196,8 +196,8 @@ mod tests {
         );
         let snap = store.read();
         assert_eq!(snap.node_count(), 1);
-        assert!(snap.ledger.get("mine").is_some());
-        assert!(snap.ledger.get("old").is_none());
+        assert!(snap.ledger().get("mine").is_some());
+        assert!(snap.ledger().get("old").is_none());
         drop(snap);
 
         store.confirm(&PendingOp::Reserve(entry("mine")));
@@ -228,7 +228,7 @@ mod tests {
             &pb::WatchNodesResponse { placed: vec![old], ..Default::default() },
             UnixMillis(2),
         );
-        assert!(store.read().ledger.get("old").is_none());
+        assert!(store.read().ledger().get("old").is_none());
     }
 
     #[test]
@@ -253,6 +253,6 @@ mod tests {
             &pb::WatchNodesResponse { released_pod_uids: vec!["p".into()], ..Default::default() },
             UnixMillis(3),
         );
-        assert!(store.read().ledger.is_empty());
+        assert!(store.read().ledger().is_empty());
     }
 }
