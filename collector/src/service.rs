@@ -15,7 +15,7 @@ use waterline_runtime::convert::{placement, pod_from_proto, unix_millis};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
-use crate::state::ClusterState;
+use crate::state::{ClusterState, ledger_labels};
 
 /// Messages queued per subscriber before its sender waits; a subscriber this far behind
 /// stops draining the broadcast channel and is resynced from a full snapshot.
@@ -123,8 +123,10 @@ impl CollectorService for Collector {
         let timer = self.rpc.start("Reserve");
         let request = request.into_inner();
         let result = pod_from_proto(request.pod.as_ref())
-            .and_then(|pod| {
-                let usage = estimate(&self.policy.get().estimator, &pod);
+            .and_then(|mut pod| {
+                let policy = self.policy.get();
+                let usage = estimate(&policy.estimator, &pod);
+                pod.labels = ledger_labels(std::mem::take(&mut pod.labels), &policy);
                 let placed_at =
                     request.placed_at.as_ref().map_or_else(UnixMillis::now, unix_millis);
                 placement(&pod, &request.node_name, usage, placed_at)

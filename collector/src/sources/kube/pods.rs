@@ -17,7 +17,7 @@ use waterline_core::{LedgerEntry, LedgerSource, Pod, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 
 use super::Index;
-use crate::state::ClusterState;
+use crate::state::{ClusterState, ledger_labels};
 
 /// What the watch makes of one pod object.
 #[derive(Clone, Debug, PartialEq)]
@@ -253,7 +253,12 @@ impl PodIndex {
     }
 
     fn convert(&self, pod: &KubePod) -> Option<PodView> {
-        match view(pod, &self.policy.get().estimator) {
+        let policy = self.policy.get();
+        match view(pod, &policy.estimator) {
+            Ok(PodView::Placed(mut entry)) => {
+                entry.labels = ledger_labels(std::mem::take(&mut entry.labels), &policy);
+                Some(PodView::Placed(entry))
+            }
             Ok(view) => Some(view),
             Err(error) => {
                 tracing::warn!(%error, pod = %describe(pod), "skipping malformed pod");
