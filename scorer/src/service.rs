@@ -1,6 +1,7 @@
 //! `waterline.v1.ScorerService`: Filter and Score read the in-memory snapshot (no I/O);
 //! Reserve and Unreserve change it at once and queue the change for the collector.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
@@ -9,13 +10,24 @@ use waterline_api::v1 as pb;
 use waterline_api::v1::scorer_service_server::ScorerService;
 use waterline_core::engine::{self, Stats};
 use waterline_core::estimate::estimate;
-use waterline_core::{Pod, UnixMillis};
+use waterline_core::{Pod, Policy, UnixMillis};
 use waterline_runtime::convert::{check_node_names, duration, placement, pod_from_proto};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
-use crate::forward::Forwarder;
+use crate::forward::{Call, Forward, Forwarder};
 use crate::store::{PendingOp, Store};
+
+/// The labels a ledger entry keeps: only those an anti-colocation rule reads. A pod's other
+/// labels would cost a `BTreeMap` node (~540 bytes) per entry for nothing (BENCHMARKS.md §4);
+/// the collector trims its entries the same way. Like the usage estimate, this follows the
+/// policy in force when the pod was placed.
+fn ledger_labels(labels: BTreeMap<String, String>, policy: &Policy) -> BTreeMap<String, String> {
+    labels
+        .into_iter()
+        .filter(|(key, _)| policy.anti_colocation.iter().any(|rule| rule.label_key == *key))
+        .collect()
+}
 
 #[derive(Clone, Default)]
 pub struct RequestCounters {
@@ -112,13 +124,16 @@ impl Scorer {
 
     fn reserve_now(&self, request: pb::ReserveRequest) -> Result<pb::ReserveResponse, Status> {
         let pod_info = request.pod.unwrap_or_default();
-        let pod = pod_from_proto(Some(&pod_info)).map_err(Status::invalid_argument)?;
-        let usage = estimate(&self.policy.get().estimator, &pod);
+        let mut pod = pod_from_proto(Some(&pod_info)).map_err(Status::invalid_argument)?;
+        let policy = self.policy.get();
+        let usage = estimate(&policy.estimator, &pod);
+        pod.labels = ledger_labels(std::mem::take(&mut pod.labels), &policy);
         let entry = placement(&pod, &request.node_name, usage, UnixMillis::now())
             .map_err(Status::invalid_argument)?;
-        let op = PendingOp::Reserve(entry);
-        self.store.apply_local(op.clone());
-        self.forwarder.send(op, pod_info);
+        let call = Call::Reserve { node: entry.node.clone(), placed_at: entry.placed_at };
+        let seq = self.store.apply_local(PendingOp::Reserve(entry));
+        // The collector gets the pod as sent: it estimates (and keeps labels) by its policy.
+        self.forwarder.send(Forward { seq, call, pod: pod_info });
         Ok(pb::ReserveResponse {})
     }
 
@@ -130,9 +145,8 @@ impl Scorer {
         if pod_info.uid.is_empty() {
             return Err(Status::invalid_argument("pod.uid is required"));
         }
-        let op = PendingOp::Unreserve { uid: pod_info.uid.clone() };
-        self.store.apply_local(op.clone());
-        self.forwarder.send(op, pod_info);
+        let seq = self.store.apply_local(PendingOp::Unreserve { uid: pod_info.uid.clone() });
+        self.forwarder.send(Forward { seq, call: Call::Unreserve, pod: pod_info });
         Ok(pb::UnreserveResponse {})
     }
 }
@@ -177,5 +191,27 @@ impl ScorerService for Scorer {
         let result = self.unreserve_now(request.into_inner());
         timer.finish_grpc(&result);
         result.map(Response::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use waterline_core::policy::AntiColocation;
+
+    use super::*;
+
+    #[test]
+    fn ledger_entries_keep_only_the_labels_anti_colocation_reads() {
+        let labels: BTreeMap<String, String> =
+            [("app", "web"), ("group", "g1"), ("pod-template-hash", "abc")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into();
+        assert!(ledger_labels(labels.clone(), &Policy::default()).is_empty());
+        let policy = Policy {
+            anti_colocation: vec![AntiColocation { label_key: "group".into() }],
+            ..Policy::default()
+        };
+        let kept = ledger_labels(labels, &policy);
+        assert_eq!(kept, [("group".to_string(), "g1".to_string())].into());
     }
 }

@@ -1,9 +1,11 @@
 //! The scorer's snapshot: nodes and ledger as last streamed by the collector, plus the
 //! Reserves and Unreserves this replica took that the collector has not confirmed yet
-//! (re-applied after every update, so a full resync cannot lose them).
+//! (re-applied after a full resync, so it cannot lose them). Each pending op carries a
+//! sequence number, so the forwarder confirms by `(uid, seq)` without keeping its own copy
+//! of the entry.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 use waterline_api::v1 as pb;
@@ -19,7 +21,9 @@ pub enum PendingOp {
 #[derive(Default)]
 pub struct Store {
     snapshot: RwLock<Snapshot>,
-    pending: Mutex<HashMap<String, PendingOp>>,
+    /// uid → (sequence number, op): the latest unconfirmed op of each pod.
+    pending: Mutex<HashMap<String, (u64, PendingOp)>>,
+    next_seq: AtomicU64,
     synced: AtomicBool,
     /// Whether the collector stream is open: while it is, the snapshot is current.
     connected: AtomicBool,
@@ -85,14 +89,15 @@ impl Store {
             let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
             if message.reset {
                 // A full snapshot may predate our unconfirmed ops: lay them over it again.
-                for op in pending.values() {
+                for (_, op) in pending.values() {
                     apply_op(&mut snapshot, op);
                 }
             } else {
                 // A delta can only re-add what we removed ourselves; re-applying every pending
                 // op on every delta cost seconds per message with 50,000 queued (measured).
                 for entry in &message.placed {
-                    if let Some(op @ PendingOp::Unreserve { .. }) = pending.get(&entry.pod_uid) {
+                    if let Some((_, op @ PendingOp::Unreserve { .. })) = pending.get(&entry.pod_uid)
+                    {
                         apply_op(&mut snapshot, op);
                     }
                 }
@@ -102,26 +107,30 @@ impl Store {
         self.synced.store(true, Ordering::Release);
     }
 
-    /// Applies a local Reserve/Unreserve at once and remembers it until confirmed.
-    pub fn apply_local(&self, op: PendingOp) {
+    /// Applies a local Reserve/Unreserve at once and remembers it until confirmed; returns
+    /// the sequence number to confirm it with.
+    pub fn apply_local(&self, op: PendingOp) -> u64 {
         let mut snapshot = self.snapshot.write().unwrap_or_else(|p| p.into_inner());
         apply_op(&mut snapshot, &op);
         let uid = match &op {
             PendingOp::Reserve(e) => e.uid.clone(),
             PendingOp::Unreserve { uid } => uid.clone(),
         };
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(uid, op);
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(uid, (seq, op));
+        seq
     }
 
-    /// The collector accepted `op`: its own stream carries it from now on.
-    pub fn confirm(&self, op: &PendingOp) {
-        let uid = match op {
-            PendingOp::Reserve(e) => &e.uid,
-            PendingOp::Unreserve { uid } => uid,
-        };
+    /// The collector accepted op `seq` of pod `uid`: its own stream carries it from now on.
+    /// A later op of the same pod stays pending.
+    pub fn confirm(&self, uid: &str, seq: u64) {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if pending.get(uid) == Some(op) {
+        if pending.get(uid).is_some_and(|(pending_seq, _)| *pending_seq == seq) {
             pending.remove(uid);
+            if pending.is_empty() {
+                // A burst of 50,000 Reserves leaves a table sized for them; give it back.
+                pending.shrink_to_fit();
+            }
         }
     }
 
@@ -179,7 +188,7 @@ mod tests {
             UnixMillis(5000),
         );
         assert!(store.is_synced());
-        store.apply_local(PendingOp::Reserve(entry("mine")));
+        let mine = store.apply_local(PendingOp::Reserve(entry("mine")));
         store.apply_local(PendingOp::Unreserve { uid: "old".into() });
         assert!(store.read().ledger().get("mine").is_some());
         assert!(store.read().ledger().get("old").is_none());
@@ -200,7 +209,9 @@ mod tests {
         assert!(snap.ledger().get("old").is_none());
         drop(snap);
 
-        store.confirm(&PendingOp::Reserve(entry("mine")));
+        store.confirm("old", mine); // not old's sequence number
+        assert_eq!(store.pending_len(), 2);
+        store.confirm("mine", mine);
         assert_eq!(store.pending_len(), 1);
         // age: the last message was at 6000; connected means current, disconnected ages
         assert_eq!(store.age(UnixMillis(9000)), Millis(3000));
@@ -229,6 +240,17 @@ mod tests {
             UnixMillis(2),
         );
         assert!(store.read().ledger().get("old").is_none());
+    }
+
+    #[test]
+    fn confirming_an_older_op_keeps_the_newer_one_pending() {
+        let store = Store::default();
+        let reserve = store.apply_local(PendingOp::Reserve(entry("p")));
+        let unreserve = store.apply_local(PendingOp::Unreserve { uid: "p".into() });
+        store.confirm("p", reserve);
+        assert_eq!(store.pending_len(), 1);
+        store.confirm("p", unreserve);
+        assert_eq!(store.pending_len(), 0);
     }
 
     #[test]

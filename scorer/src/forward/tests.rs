@@ -1,0 +1,190 @@
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Mutex;
+
+use tokio::sync::Barrier;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+use waterline_api::v1::collector_service_server::{CollectorService, CollectorServiceServer};
+use waterline_core::LedgerEntry;
+use waterline_core::LedgerSource;
+use waterline_core::estimate::Usage;
+
+use super::*;
+use crate::store::PendingOp;
+
+#[test]
+fn a_pod_always_takes_the_same_lane_and_pods_spread_over_all_lanes() {
+    let mut used = [false; LANES];
+    for i in 0..1000 {
+        let uid = format!("pod-{i}");
+        let lane = lane_of(&uid, LANES);
+        assert!(lane < LANES);
+        assert_eq!(lane, lane_of(&uid, LANES));
+        used[lane] = true;
+    }
+    assert!(used.iter().all(|u| *u));
+    assert_eq!(lane_of("anything", 1), 0);
+    assert_eq!(lane_of("anything", 0), 0);
+}
+
+/// A collector that records every call in arrival order; Reserves of pods named `wait-*`
+/// wait for each other at a barrier, so they only finish if they are in flight together.
+struct FakeCollector {
+    calls: Arc<Mutex<Vec<(String, &'static str)>>>,
+    barrier: Arc<Barrier>,
+}
+
+type Never = Pin<Box<dyn Stream<Item = Result<pb::WatchNodesResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl CollectorService for FakeCollector {
+    type WatchNodesStream = Never;
+
+    async fn watch_nodes(
+        &self,
+        _: Request<pb::WatchNodesRequest>,
+    ) -> Result<Response<Never>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn list_nodes(
+        &self,
+        _: Request<pb::ListNodesRequest>,
+    ) -> Result<Response<pb::ListNodesResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn reserve(
+        &self,
+        request: Request<pb::CollectorServiceReserveRequest>,
+    ) -> Result<Response<pb::CollectorServiceReserveResponse>, Status> {
+        let uid = request.into_inner().pod.unwrap_or_default().uid;
+        if uid.starts_with("wait-") {
+            self.barrier.wait().await;
+        }
+        self.calls.lock().unwrap().push((uid, "reserve"));
+        Ok(Response::new(pb::CollectorServiceReserveResponse {}))
+    }
+
+    async fn unreserve(
+        &self,
+        request: Request<pb::CollectorServiceUnreserveRequest>,
+    ) -> Result<Response<pb::CollectorServiceUnreserveResponse>, Status> {
+        let uid = request.into_inner().pod.unwrap_or_default().uid;
+        self.calls.lock().unwrap().push((uid, "unreserve"));
+        Ok(Response::new(pb::CollectorServiceUnreserveResponse {}))
+    }
+}
+
+async fn fake_collector(barrier: usize) -> (Channel, Arc<Mutex<Vec<(String, &'static str)>>>) {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let fake = FakeCollector { calls: calls.clone(), barrier: Arc::new(Barrier::new(barrier)) };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(CollectorServiceServer::new(fake))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect_lazy();
+    (channel, calls)
+}
+
+fn entry(uid: &str) -> LedgerEntry {
+    LedgerEntry {
+        uid: uid.into(),
+        namespace: "ns".into(),
+        name: uid.into(),
+        node: "n1".into(),
+        placed_at: UnixMillis(1000),
+        usage: Usage::default(),
+        source: LedgerSource::Reserve,
+        labels: Default::default(),
+    }
+}
+
+fn pod(uid: &str) -> pb::PodInfo {
+    pb::PodInfo { uid: uid.into(), namespace: "ns".into(), name: uid.into(), ..Default::default() }
+}
+
+fn reserve(store: &Store, forwarder: &Forwarder, uid: &str) {
+    let seq = store.apply_local(PendingOp::Reserve(entry(uid)));
+    let call = Call::Reserve { node: "n1".into(), placed_at: UnixMillis(1000) };
+    forwarder.send(Forward { seq, call, pod: pod(uid) });
+}
+
+fn unreserve(store: &Store, forwarder: &Forwarder, uid: &str) {
+    let seq = store.apply_local(PendingOp::Unreserve { uid: uid.into() });
+    forwarder.send(Forward { seq, call: Call::Unreserve, pod: pod(uid) });
+}
+
+/// Waits (hang guard only, no timing assertion) until the collector confirmed everything.
+async fn drained(store: &Store) {
+    let wait = async {
+        while store.pending_len() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), wait).await.expect("forwarder stalled");
+}
+
+#[tokio::test]
+async fn several_calls_are_in_flight_at_once() {
+    // Four pods on four different lanes, whose Reserves only complete together.
+    let mut uids = Vec::new();
+    let mut lanes = Vec::new();
+    for i in 0.. {
+        let uid = format!("wait-{i}");
+        let lane = lane_of(&uid, LANES);
+        if !lanes.contains(&lane) {
+            lanes.push(lane);
+            uids.push(uid);
+        }
+        if uids.len() == 4 {
+            break;
+        }
+    }
+    let (channel, calls) = fake_collector(4).await;
+    let store = Arc::new(Store::default());
+    let forwarder = Forwarder::spawn(channel, store.clone(), ForwardMetrics::default());
+    for uid in &uids {
+        reserve(&store, &forwarder, uid);
+    }
+    drained(&store).await;
+    assert_eq!(calls.lock().unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn each_pods_calls_reach_the_collector_in_order() {
+    let (channel, calls) = fake_collector(1).await;
+    let store = Arc::new(Store::default());
+    let metrics = ForwardMetrics::default();
+    let forwarder = Forwarder::spawn(channel, store.clone(), metrics.clone());
+    for round in 0..3 {
+        for i in 0..100usize {
+            let uid = format!("pod-{i}");
+            reserve(&store, &forwarder, &uid);
+            if round < 2 || i.is_multiple_of(2) {
+                unreserve(&store, &forwarder, &uid);
+            }
+        }
+    }
+    drained(&store).await;
+    assert_eq!(metrics.queued.get(), 0);
+
+    let mut per_pod: HashMap<String, Vec<&'static str>> = HashMap::new();
+    for (uid, call) in calls.lock().unwrap().iter() {
+        per_pod.entry(uid.clone()).or_default().push(call);
+    }
+    assert_eq!(per_pod.len(), 100);
+    for (uid, seen) in per_pod {
+        let i: usize = uid["pod-".len()..].parse().unwrap();
+        let mut expected = vec!["reserve", "unreserve", "reserve", "unreserve", "reserve"];
+        if i.is_multiple_of(2) {
+            expected.push("unreserve");
+        }
+        assert_eq!(seen, expected, "{uid}");
+    }
+}
