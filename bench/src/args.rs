@@ -190,7 +190,12 @@ pub struct FootprintArgs {
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub duration: Duration,
 
-    /// Wait this long after the Reserves so forwarding to the collector settles.
+    /// After the Reserves, wait at most this long for the scorer's forward queue to empty and
+    /// the collector's ledger gauge to show --reserves entries (the time it took is reported).
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    pub drain_timeout: Duration,
+
+    /// Then wait this long more before the "filled" reading.
     #[arg(long, value_parser = parse_duration, default_value = "3s")]
     pub settle: Duration,
 

@@ -213,6 +213,22 @@ async fn scrape_value(admin_url: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Waits until the scorer has forwarded everything (`waterline_forward_queued` 0) and the
+/// collector's ledger gauge (refreshed every 5 s) shows `entries`; the seconds that took,
+/// or `None` after `timeout`.
+async fn settle(stack: &Stack, entries: f64, timeout: Duration) -> Option<f64> {
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < timeout {
+        let queued = scrape_value(&stack.scorer.admin_url(), "waterline_forward_queued").await;
+        let ledger = scrape_value(&stack.collector.admin_url(), "waterline_ledger_entries").await;
+        if queued == Some(0.0) && ledger.is_some_and(|l| l >= entries) {
+            return Some(start.elapsed().as_secs_f64());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
 async fn footprint(f: &FootprintArgs, progress: bool) -> Result<Value> {
     let stack = Stack::start(&f.spawn, false).await?;
     let cluster = f.spawn.cluster_nodes;
@@ -242,6 +258,15 @@ async fn footprint(f: &FootprintArgs, progress: bool) -> Result<Value> {
     })
     .await;
     report::print_outcome("Reserve to the collector directly (its ledger)", &direct);
+    let drained = settle(&stack, f.reserves as f64, f.drain_timeout).await;
+    match drained {
+        Some(secs) => println!(
+            "  scorer's forward queue empty and collector ledger full {secs:.1} s after the Reserves"
+        ),
+        None => {
+            println!("  not settled after {:?} (forward queue or ledger gauge)", f.drain_timeout)
+        }
+    }
     tokio::time::sleep(f.settle).await;
     let ledger = scrape_value(&stack.collector.admin_url(), "waterline_ledger_entries").await;
     println!("  collector ledger entries: {}", ledger.map(|v| v.to_string()).unwrap_or("?".into()));
@@ -268,6 +293,7 @@ async fn footprint(f: &FootprintArgs, progress: bool) -> Result<Value> {
         "reserves": report::outcome_json(&reserves),
         "collector_reserves": report::outcome_json(&direct),
         "ledger_entries": ledger,
+        "settled_secs": drained,
         "idle": idle, "filled": filled, "end": end,
         "refreshes": refreshes,
         "collector_cpu_ms_per_refresh": collector_ms,
