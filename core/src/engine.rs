@@ -105,6 +105,9 @@ struct MetricPlan {
     resource: Resource,
     max_age: crate::time::Millis,
     weight: f64,
+    /// The end of a rejection reason, `% > 65%`, formatted once per request (float
+    /// formatting per rejected node was a tenth of a Filter).
+    over_limit: String,
 }
 
 /// The ledger's and the incoming pod's share of one node's capacity, per resource, in
@@ -167,6 +170,8 @@ impl<'a> Request<'a> {
                     resource: m.resource,
                     max_age: m.max_age,
                     weight: m.weight,
+                    // `{}` of an f64 prints 65.0 as "65", as the policy file spells it.
+                    over_limit: m.filter_above.map(|l| format!("% > {l}%")).unwrap_or_default(),
                 })
                 .collect(),
             total_weight: policy.metrics.iter().map(|m| m.weight).sum(),
@@ -322,7 +327,7 @@ impl<'a> Request<'a> {
     /// `; `-separated.
     fn load_rejection(&self, predictions: &[Prediction]) -> Option<String> {
         let mut reasons = String::new();
-        for (metric, p) in self.policy.metrics.iter().zip(predictions) {
+        for ((metric, plan), p) in self.policy.metrics.iter().zip(&self.metrics).zip(predictions) {
             let Some(limit) = metric.filter_above else { continue };
             let breach = match p.observed {
                 None => self.policy.stale.filter == StaleFilter::Reject,
@@ -340,8 +345,7 @@ impl<'a> Request<'a> {
                 Some(_) => {
                     reasons.push(' ');
                     push_one_decimal(&mut reasons, p.predicted());
-                    // `{}` of an f64 prints 65.0 as "65", as the policy file spells it.
-                    let _ = write!(reasons, "% > {limit}%");
+                    reasons.push_str(&plan.over_limit);
                 }
             }
         }
