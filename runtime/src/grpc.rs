@@ -46,11 +46,20 @@ pub fn server_tls(args: &CommonArgs) -> anyhow::Result<Option<ServerTlsConfig>> 
 }
 
 /// A server builder with the limits every waterline gRPC listener uses.
+/// HTTP/2 flow-control window per stream, both directions: a whole Filter or Score request
+/// for the largest clusters fits without a window update.
+const HTTP2_WINDOW: u32 = 4 << 20;
+
 pub fn server_builder(args: &CommonArgs) -> anyhow::Result<Server> {
     let mut builder = Server::builder()
         // Dead peers are noticed without waiting for the OS.
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        // A Filter for 5,000 nodes is ~100 KiB; with HTTP/2's default 64 KiB windows the
+        // caller stops mid-request until this process is scheduled to grant more, which on
+        // a busy scheduler host cost milliseconds per pod (e2e throughput, BENCHMARKS.md §6).
+        .initial_stream_window_size(Some(HTTP2_WINDOW))
+        .initial_connection_window_size(Some(HTTP2_WINDOW * 4))
         .tcp_nodelay(true);
     if let Some(tls) = server_tls(args)? {
         builder = builder.tls_config(tls).context("TLS configuration")?;
@@ -96,6 +105,8 @@ pub fn client_endpoint(
         .with_context(|| format!("{flag} {url}"))?
         .connect_timeout(Duration::from_secs(3))
         .tcp_nodelay(true)
+        .initial_stream_window_size(Some(HTTP2_WINDOW))
+        .initial_connection_window_size(Some(HTTP2_WINDOW * 4))
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(10))
         .keep_alive_while_idle(true);
