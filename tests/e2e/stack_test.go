@@ -381,6 +381,9 @@ type schedSpec struct {
 	ExtenderURL       string // "" = no extender
 	DisableScoring    bool   // disable every in-tree Score plugin in the profile
 	PercentageToScore int    // 0 = adaptive default
+	// ClientQPS: the scheduler's API client rate limit (qps = burst); 0 keeps
+	// kube-scheduler's default of 50 qps / burst 100, which caps binds at ~50/s.
+	ClientQPS int
 	// Plugin: enable the Waterline framework plugin (plugin/waterline) in the
 	// profile, talking to the scorer directly over gRPC (no extender).
 	Plugin *pluginSpec
@@ -399,6 +402,9 @@ func (s schedSpec) YAML() string {
 	b.WriteString("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
 	if s.PercentageToScore > 0 {
 		fmt.Fprintf(&b, "percentageOfNodesToScore: %d\n", s.PercentageToScore)
+	}
+	if s.ClientQPS > 0 {
+		fmt.Fprintf(&b, "clientConnection: {qps: %d, burst: %d}\n", s.ClientQPS, s.ClientQPS)
 	}
 	fmt.Fprintf(&b, "profiles:\n  - schedulerName: %s\n", schedulerName)
 	switch {
