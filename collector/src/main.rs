@@ -1,7 +1,6 @@
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = waterline_collector::Args::parse();
-    waterline_collector::run(args).await
+    waterline_runtime::run_main(waterline_collector::run(args))?
 }

@@ -1,7 +1,8 @@
 //! What every waterline process shares: common flags, logging, the admin server
 //! (`/metrics`, `/live`, `/ready`), gRPC reflection/health/TLS wiring, policy loading and
 //! reload, and the conversions between the generated API types and the domain.
-#![forbid(unsafe_code)]
+// Denied, not forbidden: `memory` makes the one allocator call that needs it.
+#![deny(unsafe_code)]
 
 pub mod admin;
 pub mod args;
@@ -9,8 +10,16 @@ pub mod convert;
 pub mod grpc;
 pub mod https;
 pub mod logging;
+pub mod memory;
 pub mod policy;
 pub mod rpc_metrics;
+
+/// Runs a service's `main`: allocator settings first, then a multi-threaded tokio runtime.
+pub fn run_main<F: std::future::Future>(main: F) -> anyhow::Result<F::Output> {
+    memory::limit_malloc_arenas();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    Ok(runtime.block_on(main))
+}
 
 /// Resolves when the process is asked to stop (SIGINT or SIGTERM).
 pub async fn shutdown_signal() {

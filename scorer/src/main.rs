@@ -1,7 +1,6 @@
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = waterline_scorer::Args::parse();
-    waterline_scorer::run(args).await
+    waterline_runtime::run_main(waterline_scorer::run(args))?
 }
