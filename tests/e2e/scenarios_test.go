@@ -628,10 +628,16 @@ func testFailureRecovery(t *testing.T, path schedPath) {
 	if err != nil {
 		t.Fatalf("%v: before %d entries, after %d", err, len(before), len(after))
 	}
+	// A restarted collector knows a placement only from the pod's PodScheduled condition,
+	// which the API stores with one-second precision. On the plugin path the entry was
+	// created by Reserve (millisecond time, kept when the watch confirmed it: the earliest
+	// time wins), so when the Reserve and the bind straddle a second boundary the rebuilt
+	// time is up to 1 s later. Anything more is a real change (a restarted clock).
 	same := 0
 	for uid, b := range before {
 		a := after[uid]
-		if !a.GetPlacedAt().AsTime().Equal(b.GetPlacedAt().AsTime()) || a.GetNodeName() != b.GetNodeName() {
+		drift := a.GetPlacedAt().AsTime().Sub(b.GetPlacedAt().AsTime())
+		if drift < 0 || drift >= time.Second || a.GetNodeName() != b.GetNodeName() {
 			t.Errorf("ledger entry %s/%s changed across the collector restart: before %s on %s (%v), after %s on %s (%v)",
 				b.GetNamespace(), b.GetName(), b.GetPlacedAt().AsTime().Format(time.RFC3339Nano), b.GetNodeName(), b.GetSource(),
 				a.GetPlacedAt().AsTime().Format(time.RFC3339Nano), a.GetNodeName(), a.GetSource())
@@ -639,7 +645,7 @@ func testFailureRecovery(t *testing.T, path schedPath) {
 		}
 		same++
 	}
-	t.Logf("collector restart: %d/%d ledger entries kept pod, node and placed_at (e.g. %s)", same, len(before), sampleEntry(before))
+	t.Logf("collector restart: %d/%d ledger entries kept pod, node and placed_at to the API's second (e.g. %s)", same, len(before), sampleEntry(before))
 	if len(after) != len(before) {
 		t.Errorf("ledger has %d entries after the restart, %d before", len(after), len(before))
 	}
