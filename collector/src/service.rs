@@ -15,7 +15,7 @@ use waterline_runtime::convert::{placement, pod_from_proto, unix_millis};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
-use crate::state::{ClusterState, ledger_labels};
+use crate::state::ClusterState;
 
 /// Messages queued per subscriber before its sender waits; a subscriber this far behind
 /// stops draining the broadcast channel and is resynced from a full snapshot.
@@ -134,7 +134,7 @@ impl CollectorService for Collector {
             .and_then(|mut pod| {
                 let policy = self.policy.get();
                 let usage = estimate(&policy.estimator, &pod);
-                pod.labels = ledger_labels(std::mem::take(&mut pod.labels), &policy);
+                pod.labels = policy.ledger_labels(std::mem::take(&mut pod.labels));
                 let placed_at =
                     request.placed_at.as_ref().map_or_else(UnixMillis::now, unix_millis);
                 placement(&pod, &request.node_name, usage, placed_at)

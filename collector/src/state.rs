@@ -9,26 +9,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::broadcast;
 use waterline_api::v1 as pb;
 use waterline_core::snapshot::{Capacity, Sample};
-use waterline_core::{Ledger, LedgerEntry, Millis, Policy, UnixMillis};
+use waterline_core::{Ledger, LedgerEntry, Millis, UnixMillis};
 use waterline_runtime::convert::{capacity_to_proto, entry_to_proto, timestamp};
 
 /// Deltas buffered per subscriber before it counts as lagging.
 const EVENT_BUFFER: usize = 1024;
-
-/// The labels a ledger entry keeps: only those an anti-colocation rule reads. Every other
-/// label of a pod would cost a `BTreeMap` node (~540 bytes) per entry for nothing — at
-/// 50,000 entries more than the rest of the entry together (BENCHMARKS.md §4). Like the
-/// usage estimate, this follows the policy in force when the pod was placed; a re-list
-/// of the pods re-applies the current one.
-pub fn ledger_labels(
-    labels: BTreeMap<String, String>,
-    policy: &Policy,
-) -> BTreeMap<String, String> {
-    labels
-        .into_iter()
-        .filter(|(key, _)| policy.anti_colocation.iter().any(|rule| rule.label_key == *key))
-        .collect()
-}
 
 /// What a source knows about one node.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -368,22 +353,6 @@ mod tests {
         assert!(rx.try_recv().is_err());
         assert_eq!(state.node_count(), 1);
         assert_eq!(state.ledger_len(), 1);
-    }
-
-    #[test]
-    fn ledger_entries_keep_only_the_labels_anti_colocation_reads() {
-        use waterline_core::policy::AntiColocation;
-        let labels: BTreeMap<String, String> =
-            [("app", "web"), ("group", "g1"), ("pod-template-hash", "abc")]
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .into();
-        assert!(ledger_labels(labels.clone(), &Policy::default()).is_empty());
-        let policy = Policy {
-            anti_colocation: vec![AntiColocation { label_key: "group".into() }],
-            ..Policy::default()
-        };
-        let kept = ledger_labels(labels, &policy);
-        assert_eq!(kept, [("group".to_string(), "g1".to_string())].into());
     }
 
     #[test]

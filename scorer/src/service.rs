@@ -1,7 +1,6 @@
 //! `waterline.v1.ScorerService`: Filter and Score read the in-memory snapshot (no I/O);
 //! Reserve and Unreserve change it at once and queue the change for the collector.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
@@ -10,24 +9,13 @@ use waterline_api::v1 as pb;
 use waterline_api::v1::scorer_service_server::ScorerService;
 use waterline_core::engine::{self, Stats};
 use waterline_core::estimate::estimate;
-use waterline_core::{Pod, Policy, UnixMillis};
+use waterline_core::{Pod, UnixMillis};
 use waterline_runtime::convert::{check_node_names, duration, placement, pod_from_proto};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
 use crate::forward::{Call, Forward, Forwarder};
 use crate::store::{PendingOp, Store};
-
-/// The labels a ledger entry keeps: only those an anti-colocation rule reads. A pod's other
-/// labels would cost a `BTreeMap` node (~540 bytes) per entry for nothing (BENCHMARKS.md §4);
-/// the collector trims its entries the same way. Like the usage estimate, this follows the
-/// policy in force when the pod was placed.
-fn ledger_labels(labels: BTreeMap<String, String>, policy: &Policy) -> BTreeMap<String, String> {
-    labels
-        .into_iter()
-        .filter(|(key, _)| policy.anti_colocation.iter().any(|rule| rule.label_key == *key))
-        .collect()
-}
 
 #[derive(Clone, Default)]
 pub struct RequestCounters {
@@ -127,7 +115,7 @@ impl Scorer {
         let mut pod = pod_from_proto(Some(&pod_info)).map_err(Status::invalid_argument)?;
         let policy = self.policy.get();
         let usage = estimate(&policy.estimator, &pod);
-        pod.labels = ledger_labels(std::mem::take(&mut pod.labels), &policy);
+        pod.labels = policy.ledger_labels(std::mem::take(&mut pod.labels));
         let entry = placement(&pod, &request.node_name, usage, UnixMillis::now())
             .map_err(Status::invalid_argument)?;
         let call = Call::Reserve { node: entry.node.clone(), placed_at: entry.placed_at };
@@ -191,27 +179,5 @@ impl ScorerService for Scorer {
         let result = self.unreserve_now(request.into_inner());
         timer.finish_grpc(&result);
         result.map(Response::new)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use waterline_core::policy::AntiColocation;
-
-    use super::*;
-
-    #[test]
-    fn ledger_entries_keep_only_the_labels_anti_colocation_reads() {
-        let labels: BTreeMap<String, String> =
-            [("app", "web"), ("group", "g1"), ("pod-template-hash", "abc")]
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .into();
-        assert!(ledger_labels(labels.clone(), &Policy::default()).is_empty());
-        let policy = Policy {
-            anti_colocation: vec![AntiColocation { label_key: "group".into() }],
-            ..Policy::default()
-        };
-        let kept = ledger_labels(labels, &policy);
-        assert_eq!(kept, [("group".to_string(), "g1".to_string())].into());
     }
 }

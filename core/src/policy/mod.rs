@@ -3,6 +3,8 @@
 
 mod file;
 
+use std::collections::BTreeMap;
+
 use crate::time::Millis;
 
 pub use file::{PolicyError, parse_policy};
@@ -236,5 +238,37 @@ impl Policy {
             _ => None,
         };
         hot.unwrap_or_default().max(self.ledger.absorb_window)
+    }
+
+    /// The labels a ledger entry keeps: only those an anti-colocation rule reads. Every other
+    /// label of a pod would cost a `BTreeMap` node (~540 bytes) per entry for nothing — at
+    /// 50,000 entries more than the rest of the entry together (BENCHMARKS.md §4). Like the
+    /// usage estimate, this follows the policy in force when the pod was placed; a re-list
+    /// of the pods re-applies the current one.
+    pub fn ledger_labels(&self, labels: BTreeMap<String, String>) -> BTreeMap<String, String> {
+        labels
+            .into_iter()
+            .filter(|(key, _)| self.anti_colocation.iter().any(|rule| rule.label_key == *key))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ledger_entries_keep_only_the_labels_anti_colocation_reads() {
+        let labels: BTreeMap<String, String> =
+            [("app", "web"), ("group", "g1"), ("pod-template-hash", "abc")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into();
+        assert!(Policy::default().ledger_labels(labels.clone()).is_empty());
+        let policy = Policy {
+            anti_colocation: vec![AntiColocation { label_key: "group".into() }],
+            ..Policy::default()
+        };
+        let kept = policy.ledger_labels(labels);
+        assert_eq!(kept, [("group".to_string(), "g1".to_string())].into());
     }
 }

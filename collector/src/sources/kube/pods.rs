@@ -17,7 +17,7 @@ use waterline_core::{LedgerEntry, LedgerSource, Pod, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 
 use super::Index;
-use crate::state::{ClusterState, ledger_labels};
+use crate::state::ClusterState;
 
 /// What the watch makes of one pod object.
 #[derive(Clone, Debug, PartialEq)]
@@ -256,7 +256,7 @@ impl PodIndex {
         let policy = self.policy.get();
         match view(pod, &policy.estimator) {
             Ok(PodView::Placed(mut entry)) => {
-                entry.labels = ledger_labels(std::mem::take(&mut entry.labels), &policy);
+                entry.labels = policy.ledger_labels(std::mem::take(&mut entry.labels));
                 Some(PodView::Placed(entry))
             }
             Ok(view) => Some(view),
