@@ -151,13 +151,14 @@ fn apply_op(snapshot: &mut Snapshot, op: &PendingOp) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use waterline_core::LedgerSource;
     use waterline_core::estimate::Usage;
     use waterline_runtime::convert::entry_to_proto;
 
-    fn entry(uid: &str) -> LedgerEntry {
+    /// A Reserve-made entry for `uid` on n1 (also the forwarder tests' fixture).
+    pub(crate) fn entry(uid: &str) -> LedgerEntry {
         LedgerEntry {
             uid: uid.into(),
             namespace: "ns".into(),

@@ -6,12 +6,10 @@ use tokio::sync::Barrier;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 use waterline_api::v1::collector_service_server::{CollectorService, CollectorServiceServer};
-use waterline_core::LedgerEntry;
-use waterline_core::LedgerSource;
-use waterline_core::estimate::Usage;
 
 use super::*;
 use crate::store::PendingOp;
+use crate::store::tests::entry;
 
 #[test]
 fn a_pod_always_takes_the_same_lane_and_pods_spread_over_all_lanes() {
@@ -90,19 +88,6 @@ async fn fake_collector(barrier: usize) -> (Channel, Arc<Mutex<Vec<(String, &'st
     let channel =
         tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect_lazy();
     (channel, calls)
-}
-
-fn entry(uid: &str) -> LedgerEntry {
-    LedgerEntry {
-        uid: uid.into(),
-        namespace: "ns".into(),
-        name: uid.into(),
-        node: "n1".into(),
-        placed_at: UnixMillis(1000),
-        usage: Usage::default(),
-        source: LedgerSource::Reserve,
-        labels: Default::default(),
-    }
 }
 
 fn pod(uid: &str) -> pb::PodInfo {
