@@ -8,8 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step names the disk space left: a full run needs several GB (Rust targets, the Go
+# build cache for kube-apiserver), and "No space left on device" is clearer with it.
+step() { printf '\n==> %s  [%s free]\n' "$*" "$(df -h --output=avail . | tail -1 | tr -d ' ')"; }
 started=$(date +%s)
+# CI builds once from scratch: incremental compilation's caches would only take disk.
+if [ "${CI:-}" = "true" ]; then
+    export CARGO_INCREMENTAL=0
+fi
 
 step "dependencies"
 scripts/deps/prometheus.sh
