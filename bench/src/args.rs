@@ -138,6 +138,12 @@ pub struct RpcArgs {
     #[arg(long)]
     pub explain: bool,
 
+    /// Filter only: ask about every node the scorer knows (FilterRequest.all_nodes, what
+    /// the scheduler plugin sends) instead of --nodes names; the answer lists the rejected
+    /// nodes only.
+    #[arg(long)]
+    pub all_nodes: bool,
+
     #[command(flatten)]
     pub load: LoadArgs,
 

@@ -9,7 +9,7 @@ use crate::args::{Args, Command, FootprintArgs, HttpArgs, LoadArgs, RpcArgs};
 use crate::load::{self, Outcome};
 use crate::procs::Stack;
 use crate::report;
-use crate::targets::{self, Extender, Grpc};
+use crate::targets::{self, Extender, Grpc, RequestFlags};
 
 const SCORER_HISTOGRAM: &str = "waterline_scorer_grpc_request_duration_seconds";
 
@@ -54,11 +54,11 @@ async fn drive_grpc(
     verb: Verb,
     load: &LoadArgs,
     cluster: usize,
-    explain: bool,
+    flags: RequestFlags,
     progress: bool,
 ) -> Result<(Outcome, Option<Value>)> {
     let clients = targets::connect(url, load.connections).await?;
-    let target = Grpc::new(clients, load.nodes, cluster, explain);
+    let target = Grpc::new(clients, load.nodes, cluster, flags);
     let method = match verb {
         Verb::Score => "Score",
         Verb::Filter => "Filter",
@@ -115,16 +115,24 @@ async fn grpc(rpc: &RpcArgs, verb: Verb, progress: bool) -> Result<Value> {
     let url = stack.as_ref().map(|s| s.scorer.url()).unwrap_or_else(|| rpc.scorer_url.clone());
     let admin = stack.as_ref().map(|s| s.scorer.admin_url()).or_else(|| rpc.scorer_admin.clone());
     let cluster = rpc.spawn.cluster_nodes;
+    let flags = RequestFlags { explain: rpc.explain, all_nodes: rpc.all_nodes };
+    if rpc.all_nodes && verb != Verb::Filter {
+        anyhow::bail!("--all-nodes applies to filter only");
+    }
     let (outcome, server) =
-        drive_grpc(&url, admin.as_deref(), verb, &rpc.load, cluster, rpc.explain, progress).await?;
+        drive_grpc(&url, admin.as_deref(), verb, &rpc.load, cluster, flags, progress).await?;
+    let candidates = if rpc.all_nodes {
+        "all_nodes".to_string()
+    } else {
+        format!("{} candidates", rpc.load.nodes)
+    };
     let title = format!(
-        "{} {} candidates of {cluster} nodes, concurrency {}{}",
+        "{} {candidates} of {cluster} nodes, concurrency {}{}",
         match verb {
             Verb::Score => "Score",
             Verb::Filter => "Filter",
             Verb::Reserve => "Reserve",
         },
-        rpc.load.nodes,
         rpc.load.concurrency,
         if rpc.explain { ", explain" } else { "" }
     );
@@ -132,6 +140,7 @@ async fn grpc(rpc: &RpcArgs, verb: Verb, progress: bool) -> Result<Value> {
     let mut result = report::outcome_json(&outcome);
     result["load"] = load_json(&rpc.load, cluster);
     result["explain"] = json!(rpc.explain);
+    result["all_nodes"] = json!(rpc.all_nodes);
     if let Some(server) = &server {
         report::print_server(server);
         result["scorer"] = server.clone();
@@ -183,9 +192,16 @@ async fn extender(h: &HttpArgs, prioritize: bool, progress: bool) -> Result<Valu
             .context("--compare-grpc needs --spawn or --scorer-url")?;
         let admin = stack.as_ref().map(|s| s.scorer.admin_url());
         let grpc_verb = if prioritize { Verb::Score } else { Verb::Filter };
-        let (direct, server) =
-            drive_grpc(&url, admin.as_deref(), grpc_verb, &h.load, cluster, false, progress)
-                .await?;
+        let (direct, server) = drive_grpc(
+            &url,
+            admin.as_deref(),
+            grpc_verb,
+            &h.load,
+            cluster,
+            RequestFlags::default(),
+            progress,
+        )
+        .await?;
         report::print_outcome(
             &format!("gRPC {} directly, same load", if prioritize { "Score" } else { "Filter" }),
             &direct,
@@ -244,9 +260,16 @@ async fn footprint(f: &FootprintArgs, progress: bool) -> Result<Value> {
         warmup: Duration::ZERO,
         timeout: Duration::from_secs(5),
     };
-    let (reserves, _) =
-        drive_grpc(&stack.scorer.url(), None, Verb::Reserve, &load, cluster, false, progress)
-            .await?;
+    let (reserves, _) = drive_grpc(
+        &stack.scorer.url(),
+        None,
+        Verb::Reserve,
+        &load,
+        cluster,
+        RequestFlags::default(),
+        progress,
+    )
+    .await?;
     report::print_outcome("Reserve to the scorer (its local ledger)", &reserves);
     // The scorer forwards its Reserves to the collector one at a time; so that the
     // collector's ledger fills without waiting for that queue, the same placements (same

@@ -67,12 +67,21 @@ fn code(status: tonic::Status) -> String {
     format!("grpc {:?}", status.code())
 }
 
+/// What each request asks beyond its candidates.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestFlags {
+    /// Score: per-metric terms.
+    pub explain: bool,
+    /// Filter: every node the scorer knows, instead of a window of names.
+    pub all_nodes: bool,
+}
+
 #[derive(Clone)]
 pub struct Grpc {
     clients: Arc<Vec<ScorerServiceClient<Channel>>>,
     windows: Arc<Vec<Vec<String>>>,
     nodes: usize,
-    explain: bool,
+    flags: RequestFlags,
     run_id: u64,
     cluster: usize,
 }
@@ -82,14 +91,14 @@ impl Grpc {
         clients: Vec<ScorerServiceClient<Channel>>,
         nodes: usize,
         cluster: usize,
-        explain: bool,
+        flags: RequestFlags,
     ) -> Self {
         let run_id = run_id();
         Grpc {
             clients: Arc::new(clients),
             windows: Arc::new(windows(nodes, cluster)),
             nodes,
-            explain,
+            flags,
             run_id,
             cluster,
         }
@@ -107,7 +116,7 @@ impl Grpc {
         let request = pb::ScoreRequest {
             pod: Some(pod(&format!("score-{i}"), "")),
             node_names: self.names(i),
-            explain: self.explain,
+            explain: self.flags.explain,
         };
         let answer = self.client(i).score(request).await.map_err(code)?.into_inner();
         if answer.scores.len() != self.nodes {
@@ -117,13 +126,20 @@ impl Grpc {
     }
 
     pub async fn filter(self, i: u64) -> Result<(), String> {
+        let all_nodes = self.flags.all_nodes;
         let request = pb::FilterRequest {
             pod: Some(pod(&format!("filter-{i}"), "")),
-            node_names: self.names(i),
+            node_names: if all_nodes { Vec::new() } else { self.names(i) },
+            all_nodes,
         };
         let answer = self.client(i).filter(request).await.map_err(code)?.into_inner();
-        if answer.feasible_nodes.len() + answer.rejected.len() != self.nodes {
-            return Err("filter: answer does not cover every candidate".into());
+        let covered = if all_nodes {
+            answer.feasible_nodes.is_empty() && answer.rejected.len() <= self.cluster
+        } else {
+            answer.feasible_nodes.len() + answer.rejected.len() == self.nodes
+        };
+        if !covered {
+            return Err("filter: answer does not match the candidates".into());
         }
         Ok(())
     }

@@ -134,6 +134,8 @@ impl Shares {
 /// Per-request state resolved once: metric ids, weights and the incoming pod's estimate.
 struct Request<'a> {
     policy: &'a Policy,
+    snapshot: &'a Snapshot,
+    pod: &'a Pod,
     metrics: Vec<MetricPlan>,
     total_weight: f64,
     uses_cpu: bool,
@@ -158,10 +160,12 @@ fn percent_of(amount: i64, capacity: i64, capped: &mut bool) -> f64 {
 }
 
 impl<'a> Request<'a> {
-    fn new(policy: &'a Policy, snapshot: &Snapshot, pod: &Pod, now: UnixMillis) -> Self {
+    fn new(policy: &'a Policy, snapshot: &'a Snapshot, pod: &'a Pod, now: UnixMillis) -> Self {
         let uses = |r| policy.metrics.iter().any(|m| m.resource == r);
         Request {
             policy,
+            snapshot,
+            pod,
             metrics: policy
                 .metrics
                 .iter()
@@ -393,6 +397,29 @@ fn colocation_conflict(
     None
 }
 
+impl Request<'_> {
+    /// Filter's verdict on one candidate: `None` when the pod may go there (also for a node
+    /// the snapshot does not know), else why not.
+    fn judge(
+        &self,
+        node: &str,
+        slot: Option<&NodeSlot>,
+        predictions: &mut Vec<Prediction>,
+        stats: &mut Stats,
+    ) -> Option<String> {
+        colocation_conflict(self.policy, self.snapshot, self.pod, node).or_else(|| {
+            if !self.predict_into(slot, predictions, stats) {
+                stats.unknown_nodes += 1;
+                None
+            } else if self.pod.bypasses_load_filters() {
+                None
+            } else {
+                self.load_rejection(predictions)
+            }
+        })
+    }
+}
+
 pub fn filter(
     policy: &Policy,
     snapshot: &Snapshot,
@@ -405,19 +432,32 @@ pub fn filter(
         FilterOutcome { rejections: Vec::with_capacity(nodes.len()), stats: Stats::default() };
     let mut predictions = Vec::with_capacity(policy.metrics.len());
     for node in nodes {
-        let reason = colocation_conflict(policy, snapshot, pod, node).or_else(|| {
-            if !request.predict_into(snapshot.slot(node), &mut predictions, &mut outcome.stats) {
-                outcome.stats.unknown_nodes += 1;
-                None
-            } else if pod.bypasses_load_filters() {
-                None
-            } else {
-                request.load_rejection(&predictions)
-            }
-        });
+        let reason = request.judge(node, snapshot.slot(node), &mut predictions, &mut outcome.stats);
         outcome.rejections.push(reason);
     }
     outcome
+}
+
+/// Filter over every node the snapshot knows (`FilterRequest.all_nodes`): the same verdicts
+/// as `filter` with every node of the snapshot — metrics, ledger entries or both — as a
+/// candidate, but only the rejected ones come back (`feasible` stays empty), and the node
+/// table is walked instead of probed per name.
+pub fn filter_all(
+    policy: &Policy,
+    snapshot: &Snapshot,
+    pod: &Pod,
+    now: UnixMillis,
+) -> FilterVerdicts {
+    let request = Request::new(policy, snapshot, pod, now);
+    let mut verdicts = FilterVerdicts::default();
+    let mut predictions = Vec::with_capacity(policy.metrics.len());
+    for (node, slot) in snapshot.slots() {
+        if let Some(reason) = request.judge(node, Some(slot), &mut predictions, &mut verdicts.stats)
+        {
+            verdicts.rejected.push((node.to_owned(), reason));
+        }
+    }
+    verdicts
 }
 
 pub fn score(

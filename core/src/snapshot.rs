@@ -165,6 +165,12 @@ impl Snapshot {
         self.slot(name)?.state()
     }
 
+    /// Every node the snapshot holds anything about — a state, ledger loads or both — with
+    /// its slot: a walk over the table, no lookups by name.
+    pub fn slots(&self) -> impl Iterator<Item = (&str, &NodeSlot)> {
+        self.slots.iter().map(|(name, slot)| (name.as_str(), slot))
+    }
+
     pub fn nodes(&self) -> impl Iterator<Item = &NodeState> {
         self.slots.values().filter_map(NodeSlot::state)
     }

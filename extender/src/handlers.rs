@@ -205,8 +205,11 @@ impl Extender {
 
     /// The scorer's `rejected` map for these candidates, or why there is none.
     async fn rejected(&self, c: &Candidates<'_>) -> Result<HashMap<String, String>, ScorerFailure> {
-        let request = self
-            .request(pb::FilterRequest { pod: Some(c.pod.to_info()), node_names: c.names.clone() });
+        let request = self.request(pb::FilterRequest {
+            pod: Some(c.pod.to_info()),
+            node_names: c.names.clone(),
+            all_nodes: false,
+        });
         let mut scorer = self.scorer.clone();
         let response = self.call("Filter", scorer.filter(request)).await?;
         Ok(response.rejected)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -25,6 +27,8 @@ type fakeScorer struct {
 
 	// reject returns the reason a node is rejected, or "" when it is feasible.
 	reject func(node string) string
+	// nodes is the cluster as the fake's snapshot knows it: what an all_nodes Filter judges.
+	nodes []string
 	// score returns a node's score.
 	score func(node string) int64
 	// delay is applied to every RPC before answering (to provoke client timeouts).
@@ -57,10 +61,17 @@ func (f *fakeScorer) Filter(ctx context.Context, req *waterlinev1.FilterRequest)
 		return nil, err
 	}
 	resp := &waterlinev1.FilterResponse{Rejected: map[string]string{}}
-	for _, n := range req.GetNodeNames() {
+	candidates := req.GetNodeNames()
+	if req.GetAllNodes() {
+		if len(candidates) != 0 {
+			return nil, status.Error(codes.InvalidArgument, "node_names must be empty when all_nodes is set")
+		}
+		candidates = f.nodes
+	}
+	for _, n := range candidates {
 		if reason := f.rejectReason(n); reason != "" {
 			resp.Rejected[n] = reason
-		} else {
+		} else if !req.GetAllNodes() {
 			resp.FeasibleNodes = append(resp.FeasibleNodes, n)
 		}
 	}
@@ -159,3 +170,12 @@ func rawArgs(t *testing.T, args map[string]any) *runtime.Unknown {
 }
 
 func nodeName(i int) string { return fmt.Sprintf("node-%03d", i) }
+
+// nodeNamesUpTo is node-000 … node-(n-1), the cluster of a test framework of n nodes.
+func nodeNamesUpTo(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = nodeName(i)
+	}
+	return names
+}

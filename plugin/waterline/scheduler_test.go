@@ -58,6 +58,7 @@ func TestRealSchedulerOneRPCPerPhase(t *testing.T) {
 	for _, nodeCount := range []int{3, 500} {
 		t.Run(fmt.Sprintf("%d nodes", nodeCount), func(t *testing.T) {
 			fake := &fakeScorer{
+				nodes: nodeNamesUpTo(nodeCount),
 				reject: func(n string) string {
 					if n == nodeName(1) {
 						return "cpu_usage_avg_5m predicted 81% > 65%"
@@ -84,8 +85,8 @@ func TestRealSchedulerOneRPCPerPhase(t *testing.T) {
 					t.Fatalf("after %d pod(s): Filter/Score/Reserve/Unreserve RPCs = %d/%d/%d/%d, want one Filter, Score and Reserve per pod",
 						i+1, filters, scores, reserves, unreserves)
 				}
-				if got := len(fake.filters[i].GetNodeNames()); got != nodeCount {
-					t.Fatalf("Filter RPC carried %d nodes, want all %d", got, nodeCount)
+				if f := fake.filters[i]; !f.GetAllNodes() || len(f.GetNodeNames()) != 0 {
+					t.Fatalf("Filter RPC all_nodes=%v with %d names, want all_nodes and no names", f.GetAllNodes(), len(f.GetNodeNames()))
 				}
 				// The in-tree scores left in the profile are equal on these identical nodes,
 				// so the pod must land on a node the Score RPC ranked best (with 500 nodes and

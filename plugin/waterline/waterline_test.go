@@ -145,6 +145,7 @@ func TestOneFilterAndOneScoreRPCPerCycle(t *testing.T) {
 	for _, nodeCount := range []int{3, 500} {
 		t.Run(nodeName(nodeCount), func(t *testing.T) {
 			fake := &fakeScorer{
+				nodes: nodeNamesUpTo(nodeCount),
 				reject: func(n string) string {
 					if n == nodeName(1) || n == nodeName(400) {
 						return "cpu_usage_avg_5m predicted 81% > 65%"
@@ -162,8 +163,8 @@ func TestOneFilterAndOneScoreRPCPerCycle(t *testing.T) {
 			if filters != 1 || scores != 1 || reserves != 1 || unreserves != 0 {
 				t.Fatalf("RPCs Filter/Score/Reserve/Unreserve = %d/%d/%d/%d, want 1/1/1/0", filters, scores, reserves, unreserves)
 			}
-			if got := len(fake.filters[0].GetNodeNames()); got != nodeCount {
-				t.Errorf("Filter RPC carried %d nodes, want all %d", got, nodeCount)
+			if f := fake.filters[0]; !f.GetAllNodes() || len(f.GetNodeNames()) != 0 {
+				t.Errorf("Filter RPC all_nodes=%v with %d names, want all_nodes and no names", f.GetAllNodes(), len(f.GetNodeNames()))
 			}
 			wantFeasible := nodeCount - 1
 			if nodeCount > 400 {
@@ -205,8 +206,10 @@ func TestOneFilterAndOneScoreRPCPerCycle(t *testing.T) {
 // Filter on such a node when it is the pod's nominated node (and in preemption dry runs).
 func TestFilterReportsRejectionReason(t *testing.T) {
 	const reason = "mem_usage_max_avg_1h predicted 90% > 75%"
-	fake := &fakeScorer{reject: func(n string) string {
-		if n == nodeName(2) {
+	// The scorer also knows a node the scheduler no longer has; its rejection must not
+	// count against (or add to) this cycle's nodes.
+	fake := &fakeScorer{nodes: append(nodeNamesUpTo(4), "drained-node"), reject: func(n string) string {
+		if n == nodeName(2) || n == "drained-node" {
 			return reason
 		}
 		return ""
@@ -232,7 +235,7 @@ func TestFilterReportsRejectionReason(t *testing.T) {
 }
 
 func TestAllNodesRejected(t *testing.T) {
-	fake := &fakeScorer{reject: func(string) string { return "cpu_usage_avg_5m predicted 99% > 65%" }}
+	fake := &fakeScorer{nodes: nodeNamesUpTo(3), reject: func(string) string { return "cpu_usage_avg_5m predicted 99% > 65%" }}
 	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051"}, 3)
 	res := tfw.runCycle(t, testPod())
 	if res.preFilter.Code() != fwk.UnschedulableAndUnresolvable {
@@ -272,6 +275,7 @@ func assertFailedOpen(t *testing.T, tfw *testFramework, res cycleResult) {
 func TestFailOpenOnTimeout(t *testing.T) {
 	fake := &fakeScorer{
 		delay:  10 * time.Second, // far beyond the plugin's timeout; the deadline cancels it
+		nodes:  nodeNamesUpTo(5),
 		reject: func(string) string { return "never seen" },
 		score:  scoreOf,
 	}
@@ -343,7 +347,7 @@ func TestReserveAndUnreserve(t *testing.T) {
 }
 
 func TestDaemonSetPodsBypassFilter(t *testing.T) {
-	fake := &fakeScorer{reject: func(string) string { return "hot" }, score: scoreOf}
+	fake := &fakeScorer{nodes: nodeNamesUpTo(3), reject: func(string) string { return "hot" }, score: scoreOf}
 	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051"}, 3)
 	pod := testPod()
 	pod.OwnerReferences = []metav1.OwnerReference{{

@@ -54,11 +54,21 @@ impl Scorer {
 
     fn filter_now(&self, request: pb::FilterRequest) -> Result<pb::FilterResponse, Status> {
         self.require_synced()?;
-        let pod = self.candidates(request.pod.as_ref(), &request.node_names)?;
         let policy = self.policy.get();
         let now = UnixMillis::now();
-        let outcome = engine::filter(&policy, &self.store.read(), &pod, &request.node_names, now)
-            .with_names(request.node_names);
+        let outcome = if request.all_nodes {
+            if !request.node_names.is_empty() {
+                return Err(Status::invalid_argument(
+                    "node_names must be empty when all_nodes is set",
+                ));
+            }
+            let pod = pod_from_proto(request.pod.as_ref()).map_err(Status::invalid_argument)?;
+            engine::filter_all(&policy, &self.store.read(), &pod, now)
+        } else {
+            let pod = self.candidates(request.pod.as_ref(), &request.node_names)?;
+            engine::filter(&policy, &self.store.read(), &pod, &request.node_names, now)
+                .with_names(request.node_names)
+        };
         self.count(outcome.stats);
         Ok(pb::FilterResponse {
             feasible_nodes: outcome.feasible,

@@ -378,7 +378,11 @@ async fn filter_in_both_node_modes() -> Result<()> {
     let candidates = names(30);
     let mut scorer = stack.scorer_client().await?;
     let direct = scorer
-        .filter(pb::FilterRequest { pod: Some(pod_info()), node_names: candidates.clone() })
+        .filter(pb::FilterRequest {
+            pod: Some(pod_info()),
+            node_names: candidates.clone(),
+            ..Default::default()
+        })
         .await?
         .into_inner();
     ensure!(!direct.rejected.is_empty() && !direct.feasible_nodes.is_empty(), "{direct:?}");

@@ -48,7 +48,11 @@ async fn burst(policy: &str) -> Result<Vec<Vec<usize>>> {
     for i in 0..20 {
         let pod = one_cpu_pod(i);
         let feasible = client
-            .filter(pb::FilterRequest { pod: Some(pod.clone()), node_names: all.clone() })
+            .filter(pb::FilterRequest {
+                pod: Some(pod.clone()),
+                node_names: all.clone(),
+                ..Default::default()
+            })
             .await?
             .into_inner()
             .feasible_nodes;
@@ -198,7 +202,11 @@ async fn anti_colocation_rejects_the_second_member_of_a_group() -> Result<()> {
         let (mut b, all) = (b.clone(), all.clone());
         async move {
             let response = b
-                .filter(pb::FilterRequest { pod: Some(grouped(2, "redis-a")), node_names: all })
+                .filter(pb::FilterRequest {
+                    pod: Some(grouped(2, "redis-a")),
+                    node_names: all,
+                    ..Default::default()
+                })
                 .await?
                 .into_inner();
             anyhow::ensure!(!response.rejected.is_empty(), "not rejected yet");
@@ -214,7 +222,11 @@ async fn anti_colocation_rejects_the_second_member_of_a_group() -> Result<()> {
     // another group may share the node
     let mut b = b.clone();
     let other = b
-        .filter(pb::FilterRequest { pod: Some(grouped(3, "redis-b")), node_names: all })
+        .filter(pb::FilterRequest {
+            pod: Some(grouped(3, "redis-b")),
+            node_names: all,
+            ..Default::default()
+        })
         .await?
         .into_inner();
     assert_eq!(other.feasible_nodes.len(), 4);

@@ -98,6 +98,7 @@ async fn filter_reasons_explain_terms_and_unknown_nodes() -> Result<()> {
         .filter(pb::FilterRequest {
             pod: Some(pod("p1", 1000)),
             node_names: names(&["cool", "hot", "ghost"]),
+            all_nodes: false,
         })
         .await?
         .into_inner();
@@ -105,6 +106,31 @@ async fn filter_reasons_explain_terms_and_unknown_nodes() -> Result<()> {
     assert_eq!(
         filtered.rejected.get("hot").map(String::as_str),
         Some("cpu_usage_avg_5m 71.3% > 65%")
+    );
+
+    // all_nodes: the scorer judges every node it knows and sends back the rejected only.
+    let every = client
+        .filter(pb::FilterRequest {
+            pod: Some(pod("p1", 1000)),
+            node_names: vec![],
+            all_nodes: true,
+        })
+        .await?
+        .into_inner();
+    assert!(every.feasible_nodes.is_empty());
+    assert_eq!(every.rejected, filtered.rejected);
+    assert!(every.snapshot_age.is_some());
+    let status = client
+        .filter(pb::FilterRequest {
+            pod: Some(pod("p1", 1000)),
+            node_names: names(&["cool"]),
+            all_nodes: true,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (status.code(), status.message()),
+        (Code::InvalidArgument, "node_names must be empty when all_nodes is set")
     );
 
     let scored = client
@@ -167,7 +193,11 @@ async fn bad_requests_are_invalid_argument_with_a_reason() -> Result<()> {
         let status = client.score(request.clone()).await.unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument, "{reason}");
         assert_eq!(status.message(), reason);
-        let filter = pb::FilterRequest { pod: request.pod, node_names: request.node_names };
+        let filter = pb::FilterRequest {
+            pod: request.pod,
+            node_names: request.node_names,
+            ..Default::default()
+        };
         let status = client.filter(filter).await.unwrap_err();
         assert_eq!((status.code(), status.message()), (Code::InvalidArgument, reason));
     }

@@ -268,6 +268,45 @@ fn anti_colocation_rejects_nodes_holding_the_same_group() {
     assert_eq!(filter(&policy, &snap, &pod, &names(&["n1"]), NOW).feasible.len(), 1);
 }
 
+#[test]
+fn filter_all_rejects_what_filter_rejects_over_every_node_and_lists_no_feasible_ones() {
+    let mut policy = single_metric("{kind: waterLevel, target: 40}", Some(65.0));
+    policy.anti_colocation = vec![AntiColocation { label_key: "group".into() }];
+    let mut snap = Snapshot::default();
+    snap.upsert_node("cool", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(20.0))]);
+    snap.upsert_node("hot", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(60.675))]);
+    snap.upsert_node(
+        "stale",
+        EIGHT_CPU,
+        [("cpu_usage_avg_5m", Sample { value: 1.0, at: NOW.minus(Millis::from_mins(10)) })],
+    );
+    // A Reserve named this node before any metric did: only the ledger knows it, and
+    // anti-colocation must still keep the group's second pod off it.
+    let mut first = placed("redis-0", "ledger-only", NOW, 100);
+    first.labels.insert("group".into(), "a".into());
+    snap.apply_placement(first);
+    let mut pod = one_cpu_pod("redis-1");
+    pod.labels.insert("group".into(), "a".into());
+
+    let every_node = names(&["cool", "hot", "stale", "ledger-only"]);
+    let by_name = filter(&policy, &snap, &pod, &every_node, NOW);
+    let mut all = super::filter_all(&policy, &snap, &pod, NOW);
+    all.rejected.sort();
+    let mut expected = by_name.rejected.clone();
+    expected.sort();
+    assert_eq!(all.rejected, expected);
+    assert_eq!(
+        all.rejected.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["hot", "ledger-only"]
+    );
+    assert!(all.feasible.is_empty(), "all_nodes answers list rejected nodes only");
+    assert_eq!(all.stats, by_name.stats);
+
+    policy.stale.filter = StaleFilter::Reject;
+    let all = super::filter_all(&policy, &snap, &pod, NOW);
+    assert_eq!(all.rejected.len(), 3, "{:?}", all.rejected);
+}
+
 /// The scheduler loop of the ledger issue, in memory: 20 one-CPU pods onto four 8-CPU nodes
 /// at 10 %, each to the best-scored feasible node (ties by name), then Reserved.
 fn burst(policy: &Policy) -> Vec<Vec<usize>> {

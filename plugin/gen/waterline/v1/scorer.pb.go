@@ -23,9 +23,16 @@ const (
 )
 
 type FilterRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pod           *PodInfo               `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
-	NodeNames     []string               `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pod   *PodInfo               `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The candidate nodes. Must be empty when all_nodes is set.
+	NodeNames []string `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
+	// Judge every node in the scorer's snapshot instead of node_names, and answer with the
+	// rejected ones only (feasible_nodes stays empty). For callers that consider every node
+	// anyway, such as the scheduler plugin: only the rejected names cross the wire, and the
+	// scorer walks its node table instead of looking up each name. A node the scorer does
+	// not know is never rejected, as with node_names.
+	AllNodes      bool `protobuf:"varint,3,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -74,9 +81,17 @@ func (x *FilterRequest) GetNodeNames() []string {
 	return nil
 }
 
+func (x *FilterRequest) GetAllNodes() bool {
+	if x != nil {
+		return x.AllNodes
+	}
+	return false
+}
+
 type FilterResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FeasibleNodes []string               `protobuf:"bytes,1,rep,name=feasible_nodes,json=feasibleNodes,proto3" json:"feasible_nodes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty when the request set all_nodes.
+	FeasibleNodes []string `protobuf:"bytes,1,rep,name=feasible_nodes,json=feasibleNodes,proto3" json:"feasible_nodes,omitempty"`
 	// Rejected node name -> human-readable reason.
 	Rejected map[string]string `protobuf:"bytes,2,rep,name=rejected,proto3" json:"rejected,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Age of the scorer's snapshot (time since the last update from the collector).
@@ -598,11 +613,12 @@ var File_waterline_v1_scorer_proto protoreflect.FileDescriptor
 
 const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\n" +
-	"\x19waterline/v1/scorer.proto\x12\fwaterline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18waterline/v1/types.proto\"W\n" +
+	"\x19waterline/v1/scorer.proto\x12\fwaterline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18waterline/v1/types.proto\"t\n" +
 	"\rFilterRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1d\n" +
 	"\n" +
-	"node_names\x18\x02 \x03(\tR\tnodeNames\"\xfa\x01\n" +
+	"node_names\x18\x02 \x03(\tR\tnodeNames\x12\x1b\n" +
+	"\tall_nodes\x18\x03 \x01(\bR\ballNodes\"\xfa\x01\n" +
 	"\x0eFilterResponse\x12%\n" +
 	"\x0efeasible_nodes\x18\x01 \x03(\tR\rfeasibleNodes\x12F\n" +
 	"\brejected\x18\x02 \x03(\v2*.waterline.v1.FilterResponse.RejectedEntryR\brejected\x12<\n" +
