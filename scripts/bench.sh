@@ -116,6 +116,13 @@ if want rpc; then
     B filter --scorer-url "$SCORER" --scorer-admin "$SCORER_ADMIN" --cluster-nodes "$NODES" \
       --nodes 100 -c 32 --duration "$DURATION" --json-out "$OUT/rpc.jsonl" --label "filter-100-c32"
   done
+  say "RPC: Filter of all $NODES nodes, by name vs all_nodes (the plugin's PreFilter), c=1"
+  for run in $(seq 1 "$RUNS"); do
+    B filter --scorer-url "$SCORER" --scorer-admin "$SCORER_ADMIN" --cluster-nodes "$NODES" \
+      --nodes "$NODES" -c 1 --duration "$DURATION" --json-out "$OUT/rpc.jsonl" --label "filter-$NODES-names-c1"
+    B filter --scorer-url "$SCORER" --scorer-admin "$SCORER_ADMIN" --cluster-nodes "$NODES" \
+      --all-nodes -c 1 --duration "$DURATION" --json-out "$OUT/rpc.jsonl" --label "filter-$NODES-all-nodes-c1"
+  done
 fi
 
 if want extender; then

@@ -128,6 +128,11 @@ fn filter_and_score(c: &mut Criterion) {
     over_sizes(c, "filter", &SIZES, move |policy, snap, names| {
         black_box(engine::filter(policy, snap, pod, names, NOW));
     });
+    // Every node of the snapshot, rejected ones answered (FilterRequest.all_nodes, what the
+    // scheduler plugin sends): the same verdicts as `filter` over every name.
+    over_sizes(c, "filter_all", &SIZES, move |policy, snap, _| {
+        black_box(engine::filter_all(policy, snap, pod, NOW));
+    });
     over_sizes(c, "score", &SIZES, move |policy, snap, names| {
         black_box(engine::score(policy, snap, pod, names, NOW, false));
     });
