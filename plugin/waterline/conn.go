@@ -12,6 +12,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
+// maxAnswerBytes bounds one answer from the scorer.
+const maxAnswerBytes = 64 << 20
+
 // dial creates the plugin's one connection to the scorer. grpc.NewClient does not block:
 // a scorer that is down at start-up must not keep the scheduler from starting, it only
 // makes the RPCs fail (and, with failOpen, fall back to neutral answers) until it is up.
@@ -20,7 +23,13 @@ func dial(cfg config, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, extra...)
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		// An all_nodes Filter answer lists every rejected node with its reason (~60 bytes
+		// each, up to ~250 with six breached metrics): grpc-go's default 4 MiB receive limit
+		// would fail a large, overloaded cluster exactly when the filter matters most.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswerBytes)),
+	}, extra...)
 	conn, err := grpc.NewClient(cfg.endpoint, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to waterline scorer %q: %w", cfg.endpoint, err)

@@ -2,7 +2,9 @@ package waterline
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -436,4 +438,36 @@ func counterValue(t *testing.T, rpc string) float64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// An overloaded large cluster rejects most nodes, and an all_nodes answer lists each with its
+// reason: ~9 MiB here, twice grpc-go's default receive limit. The plugin must read it, not
+// fail open exactly when the filter matters most.
+func TestLargeFilterAnswerIsRead(t *testing.T) {
+	const gone = 30000
+	reason := strings.Repeat("cpu_usage_avg_5m 91.1% > 65%; ", 8) // ~250 bytes
+	cluster := nodeNamesUpTo(3)
+	for i := range gone {
+		cluster = append(cluster, fmt.Sprintf("elsewhere-%05d", i))
+	}
+	fake := &fakeScorer{nodes: cluster, score: scoreOf, reject: func(n string) string {
+		if n == nodeName(1) || strings.HasPrefix(n, "elsewhere-") {
+			return reason
+		}
+		return ""
+	}}
+	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051"}, 3)
+	before := counterValue(t, "Filter")
+
+	res := tfw.runCycle(t, testPod())
+
+	if res.preFilter != nil {
+		t.Fatalf("PreFilter = %v, want success", res.preFilter)
+	}
+	if len(res.feasible) != 2 || slices.Contains(res.feasible, nodeName(1)) {
+		t.Fatalf("feasible = %v, want node-000 and node-002", res.feasible)
+	}
+	if after := counterValue(t, "Filter"); after != before {
+		t.Fatalf("fail-open counter moved %v -> %v: the large answer was not read", before, after)
+	}
 }
