@@ -108,11 +108,20 @@ impl ClusterState {
         let mut inner = self.lock();
         let mut delta = pb::WatchNodesResponse::default();
         for (name, sample) in samples {
-            let node = inner.nodes.entry(name.clone()).or_default();
-            if node.samples.get(metric) != Some(sample) {
-                node.samples.insert(metric.to_owned(), *sample);
-                delta.nodes.push(node_to_proto(name, node));
+            // Look up before inserting: every refresh touches every node, and `entry` would
+            // allocate a key (and the metric name) per node only to drop it again.
+            let node = match inner.nodes.get_mut(name) {
+                Some(node) => node,
+                None => inner.nodes.entry(name.clone()).or_default(),
+            };
+            match node.samples.get_mut(metric) {
+                Some(stored) if stored == sample => continue,
+                Some(stored) => *stored = *sample,
+                None => {
+                    node.samples.insert(metric.to_owned(), *sample);
+                }
             }
+            delta.nodes.push(node_to_proto(name, node));
         }
         self.publish(delta);
     }
