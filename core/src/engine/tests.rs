@@ -425,4 +425,20 @@ fn reasons_print_one_decimal_rounded_half_away_from_zero() {
     assert_eq!(formatted(-1.25), "-1.3");
     assert_eq!(formatted(1e20), "100000000000000000000.0");
     assert_eq!(formatted(f64::NAN), "NaN");
+    // Every tenth from -500.0 to 500.0 reads back as the number it prints.
+    for tenths in -5000i64..=5000 {
+        let text = formatted(tenths as f64 / 10.0);
+        let parsed: f64 = text.parse().unwrap();
+        assert_eq!((parsed * 10.0).round() as i64, tenths, "{text}");
+        assert_eq!(text.split_once('.').map(|(_, d)| d.len()), Some(1), "{text}");
+    }
+}
+
+#[test]
+fn digits_are_written_like_display() {
+    for n in [0, 1, 9, 10, 99, 100, 12_345, 100_000_000_000_000, u64::MAX] {
+        let mut out = String::from("x");
+        push_digits(&mut out, n);
+        assert_eq!(out, format!("x{n}"));
+    }
 }
