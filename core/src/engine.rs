@@ -327,6 +327,27 @@ impl<'a> Request<'a> {
             .collect()
     }
 
+    /// Filter's verdict on one candidate: `None` when the pod may go there (also for a node
+    /// the snapshot does not know), else why not.
+    fn judge(
+        &self,
+        node: &str,
+        slot: Option<&NodeSlot>,
+        predictions: &mut Vec<Prediction>,
+        stats: &mut Stats,
+    ) -> Option<String> {
+        colocation_conflict(self.policy, self.snapshot, self.pod, node).or_else(|| {
+            if !self.predict_into(slot, predictions, stats) {
+                stats.unknown_nodes += 1;
+                None
+            } else if self.pod.bypasses_load_filters() {
+                None
+            } else {
+                self.load_rejection(predictions)
+            }
+        })
+    }
+
     /// Why the pod may not go to a known node, if it may not: every breached threshold,
     /// `; `-separated.
     fn load_rejection(&self, predictions: &[Prediction]) -> Option<String> {
@@ -417,29 +438,6 @@ fn colocation_conflict(
         }
     }
     None
-}
-
-impl Request<'_> {
-    /// Filter's verdict on one candidate: `None` when the pod may go there (also for a node
-    /// the snapshot does not know), else why not.
-    fn judge(
-        &self,
-        node: &str,
-        slot: Option<&NodeSlot>,
-        predictions: &mut Vec<Prediction>,
-        stats: &mut Stats,
-    ) -> Option<String> {
-        colocation_conflict(self.policy, self.snapshot, self.pod, node).or_else(|| {
-            if !self.predict_into(slot, predictions, stats) {
-                stats.unknown_nodes += 1;
-                None
-            } else if self.pod.bypasses_load_filters() {
-                None
-            } else {
-                self.load_rejection(predictions)
-            }
-        })
-    }
 }
 
 pub fn filter(
