@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
@@ -112,7 +112,16 @@ pub mod routes {
                 tracing::debug!(verb, error = %e.message, "bad request");
                 e.into_response()
             }),
-            Err(e) => e.into_response(),
+            // The body was not read to its end, so hyper will not reuse this connection;
+            // saying so keeps a client from sending its next request down a socket that is
+            // about to close (a pooled client would see "connection closed").
+            Err(e) => {
+                let mut response = e.into_response();
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                response
+            }
         };
         timer.finish(response.status().as_str());
         response

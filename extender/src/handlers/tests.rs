@@ -336,7 +336,13 @@ async fn oversized_bodies_are_413_with_or_without_content_length() {
         .header(header::CONTENT_LENGTH, big.len())
         .body(Body::from(big))
         .unwrap();
-    assert_eq!(router.oneshot(request).await.unwrap().status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let response = router.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        response.headers()[header::CONNECTION],
+        "close",
+        "the unread body ends the connection"
+    );
 }
 
 #[tokio::test]
