@@ -52,6 +52,7 @@ cat <<MSG
   $GRPCURL -plaintext 127.0.0.1:$GRPC_PORT list
   $GRPCURL -plaintext 127.0.0.1:$GRPC_PORT describe waterline.v1.ScorerService
   $GRPCURL -plaintext -emit-defaults -d '{"pod": {"name": "web-1", "uid": "demo-1", "cpu_request_millis": 2000}, "node_names": ["synthetic-00000", "synthetic-00001"], "explain": true}' 127.0.0.1:$GRPC_PORT waterline.v1.ScorerService/Score
+  $GRPCURL -plaintext -d '{"pod": {"name": "web-1", "uid": "demo-1", "cpu_request_millis": 2000}, "node_names": ["synthetic-00000", "synthetic-00001"], "scores_only": true}' 127.0.0.1:$GRPC_PORT waterline.v1.ScorerService/Score
   $GRPCURL -plaintext -d '{"pod": {"name": "web-1", "uid": "demo-1", "cpu_request_millis": 2000}, "node_names": ["synthetic-00000", "synthetic-00001", "synthetic-00002"]}' 127.0.0.1:$GRPC_PORT waterline.v1.ScorerService/Filter
   $GRPCURL -plaintext -d '{"pod": {"name": "web-1", "uid": "demo-1", "cpu_request_millis": 2000}, "all_nodes": true}' 127.0.0.1:$GRPC_PORT waterline.v1.ScorerService/Filter
   $GRPCURL -plaintext -d '{"pod": {"name": "web-1", "uid": "demo-1", "cpu_request_millis": 2000}, "node_name": "synthetic-00001"}' 127.0.0.1:$GRPC_PORT waterline.v1.ScorerService/Reserve

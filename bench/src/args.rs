@@ -144,6 +144,11 @@ pub struct RpcArgs {
     #[arg(long)]
     pub all_nodes: bool,
 
+    /// Score only: ask for bare scores in request order (ScoreRequest.scores_only, what the
+    /// extender adapter and the scheduler plugin send) instead of name + score pairs.
+    #[arg(long, conflicts_with = "explain")]
+    pub scores_only: bool,
+
     #[command(flatten)]
     pub load: LoadArgs,
 

@@ -115,9 +115,16 @@ async fn grpc(rpc: &RpcArgs, verb: Verb, progress: bool) -> Result<Value> {
     let url = stack.as_ref().map(|s| s.scorer.url()).unwrap_or_else(|| rpc.scorer_url.clone());
     let admin = stack.as_ref().map(|s| s.scorer.admin_url()).or_else(|| rpc.scorer_admin.clone());
     let cluster = rpc.spawn.cluster_nodes;
-    let flags = RequestFlags { explain: rpc.explain, all_nodes: rpc.all_nodes };
+    let flags = RequestFlags {
+        explain: rpc.explain,
+        all_nodes: rpc.all_nodes,
+        scores_only: rpc.scores_only,
+    };
     if rpc.all_nodes && verb != Verb::Filter {
         anyhow::bail!("--all-nodes applies to filter only");
+    }
+    if rpc.scores_only && verb != Verb::Score {
+        anyhow::bail!("--scores-only applies to score only");
     }
     let (outcome, server) =
         drive_grpc(&url, admin.as_deref(), verb, &rpc.load, cluster, flags, progress).await?;
@@ -134,13 +141,20 @@ async fn grpc(rpc: &RpcArgs, verb: Verb, progress: bool) -> Result<Value> {
             Verb::Reserve => "Reserve",
         },
         rpc.load.concurrency,
-        if rpc.explain { ", explain" } else { "" }
+        if rpc.explain {
+            ", explain"
+        } else if rpc.scores_only {
+            ", scores_only"
+        } else {
+            ""
+        }
     );
     report::print_outcome(&title, &outcome);
     let mut result = report::outcome_json(&outcome);
     result["load"] = load_json(&rpc.load, cluster);
     result["explain"] = json!(rpc.explain);
     result["all_nodes"] = json!(rpc.all_nodes);
+    result["scores_only"] = json!(rpc.scores_only);
     if let Some(server) = &server {
         report::print_server(server);
         result["scorer"] = server.clone();
@@ -198,7 +212,8 @@ async fn extender(h: &HttpArgs, prioritize: bool, progress: bool) -> Result<Valu
             grpc_verb,
             &h.load,
             cluster,
-            RequestFlags::default(),
+            // The same call the adapter makes for prioritize.
+            RequestFlags { scores_only: prioritize, ..RequestFlags::default() },
             progress,
         )
         .await?;

@@ -74,6 +74,8 @@ pub struct RequestFlags {
     pub explain: bool,
     /// Filter: every node the scorer knows, instead of a window of names.
     pub all_nodes: bool,
+    /// Score: bare scores in request order instead of name + score pairs.
+    pub scores_only: bool,
 }
 
 #[derive(Clone)]
@@ -117,9 +119,12 @@ impl Grpc {
             pod: Some(pod(&format!("score-{i}"), "")),
             node_names: self.names(i),
             explain: self.flags.explain,
+            scores_only: self.flags.scores_only,
         };
         let answer = self.client(i).score(request).await.map_err(code)?.into_inner();
-        if answer.scores.len() != self.nodes {
+        let answered =
+            if self.flags.scores_only { answer.ordered_scores.len() } else { answer.scores.len() };
+        if answered != self.nodes {
             return Err("score: wrong number of scores".into());
         }
         Ok(())

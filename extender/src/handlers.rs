@@ -270,9 +270,14 @@ impl Extender {
             pod: Some(c.pod.to_info()),
             node_names: c.names.clone(),
             explain: false,
+            scores_only: true,
         });
         let mut scorer = self.scorer.clone();
         let response = self.call("Score", scorer.score(request)).await?;
+        if response.ordered_scores.len() == c.names.len() {
+            return Ok(response.ordered_scores);
+        }
+        // A scorer older than `scores_only` (the two deploy independently) answers by name.
         let in_order = response.scores.len() == c.names.len()
             && response.scores.iter().zip(&c.names).all(|(s, n)| &s.node_name == n);
         if in_order {

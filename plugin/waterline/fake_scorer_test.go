@@ -31,6 +31,8 @@ type fakeScorer struct {
 	nodes []string
 	// score returns a node's score.
 	score func(node string) int64
+	// namesOnly makes the fake a scorer older than scores_only: it always answers by name.
+	namesOnly bool
 	// delay is applied to every RPC before answering (to provoke client timeouts).
 	delay time.Duration
 
@@ -98,7 +100,11 @@ func (f *fakeScorer) Score(ctx context.Context, req *waterlinev1.ScoreRequest) (
 		if f.score != nil {
 			s = f.score(n)
 		}
-		resp.Scores = append(resp.Scores, &waterlinev1.NodeScore{NodeName: n, Score: s})
+		if req.GetScoresOnly() && !f.namesOnly {
+			resp.OrderedScores = append(resp.OrderedScores, s)
+		} else {
+			resp.Scores = append(resp.Scores, &waterlinev1.NodeScore{NodeName: n, Score: s})
+		}
 	}
 	return resp, nil
 }

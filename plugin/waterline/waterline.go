@@ -210,7 +210,10 @@ func (pl *Waterline) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
 	defer cancel()
 	start := time.Now()
-	resp, err := pl.client.Score(rpcCtx, &waterlinev1.ScoreRequest{Pod: pl.podInfo(state, pod), NodeNames: nodeNames(nodes)})
+	names := nodeNames(nodes)
+	// scores_only: the answer is one bare score per name in this order, so neither side
+	// encodes, decodes or allocates the names a second time (5,000 per pod at 5,000 nodes).
+	resp, err := pl.client.Score(rpcCtx, &waterlinev1.ScoreRequest{Pod: pl.podInfo(state, pod), NodeNames: names, ScoresOnly: true})
 	rpcDuration.WithLabelValues("Score").Observe(time.Since(start).Seconds())
 	if err != nil {
 		if pl.failOpen {
@@ -222,9 +225,16 @@ func (pl *Waterline) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 		countError("Score", err)
 		return fwk.AsStatus(fmt.Errorf("waterline Score RPC: %w", err))
 	}
-	scores := make(map[string]int64, len(resp.GetScores()))
-	for _, s := range resp.GetScores() {
-		scores[s.GetNodeName()] = s.GetScore()
+	scores := make(map[string]int64, len(names))
+	if ordered := resp.GetOrderedScores(); len(ordered) == len(names) {
+		for i, n := range names {
+			scores[n] = ordered[i]
+		}
+	} else {
+		// A scorer older than scores_only (the two deploy independently) answers by name.
+		for _, s := range resp.GetScores() {
+			scores[s.GetNodeName()] = s.GetScore()
+		}
 	}
 	state.Write(scoreStateKey, &scoreState{scores: scores})
 	return nil

@@ -172,6 +172,9 @@ func TestOneFilterAndOneScoreRPCPerCycle(t *testing.T) {
 			if nodeCount > 400 {
 				wantFeasible--
 			}
+			if !fake.scores[0].GetScoresOnly() {
+				t.Errorf("Score RPC without scores_only: the answer would echo every name")
+			}
 			if got := len(fake.scores[0].GetNodeNames()); got != wantFeasible {
 				t.Errorf("Score RPC carried %d nodes, want the %d feasible ones", got, wantFeasible)
 			}
@@ -400,6 +403,25 @@ func TestNormalizeScoreClampsAndUnknownNodesAreNeutral(t *testing.T) {
 	ni, _ := tfw.snapshot.NodeInfos().Get(nodeName(2))
 	if s, _ := pl.Score(context.Background(), state, testPod(), ni); s != NeutralScore {
 		t.Errorf("score of unanswered node = %d, want %d", s, NeutralScore)
+	}
+}
+
+// A scorer that predates scores_only answers name + score pairs; the plugin
+// still gives each node its own score.
+func TestScoresByNameFromAnOlderScorer(t *testing.T) {
+	fake := &fakeScorer{score: scoreOf, namesOnly: true}
+	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051"}, 12)
+	res := tfw.runCycle(t, testPod())
+	if len(res.scores) != 12 {
+		t.Fatalf("scored %d nodes, want 12", len(res.scores))
+	}
+	for n, s := range res.scores {
+		if want := scoreOf(n) * testWeight; s != want {
+			t.Errorf("Waterline score of %s = %d, want %d", n, s, want)
+		}
+	}
+	if res.node != nodeName(7) {
+		t.Errorf("pod placed on %s, want the best-scored %s", res.node, nodeName(7))
 	}
 }
 

@@ -79,6 +79,11 @@ impl Scorer {
 
     fn score_now(&self, request: pb::ScoreRequest) -> Result<pb::ScoreResponse, Status> {
         self.require_synced()?;
+        if request.scores_only && request.explain {
+            return Err(Status::invalid_argument(
+                "scores_only cannot be combined with explain (the terms need NodeScore)",
+            ));
+        }
         let pod = self.candidates(request.pod.as_ref(), &request.node_names)?;
         let policy = self.policy.get();
         let now = UnixMillis::now();
@@ -91,6 +96,14 @@ impl Scorer {
             request.explain,
         );
         self.count(outcome.stats);
+        let snapshot_age = Some(duration(self.store.age(now)));
+        if request.scores_only {
+            return Ok(pb::ScoreResponse {
+                scores: Vec::new(),
+                snapshot_age,
+                ordered_scores: outcome.scores.iter().map(|s| s.score).collect(),
+            });
+        }
         Ok(pb::ScoreResponse {
             // The engine answers in the order asked: the request's names move into the answer.
             scores: request
@@ -116,7 +129,8 @@ impl Scorer {
                         .collect(),
                 })
                 .collect(),
-            snapshot_age: Some(duration(self.store.age(now))),
+            snapshot_age,
+            ordered_scores: Vec::new(),
         })
     }
 

@@ -361,6 +361,7 @@ async fn prioritize_equals_rounded_grpc_scores_for_500_names() -> Result<()> {
             pod: Some(pod_info()),
             node_names: candidates.clone(),
             explain: false,
+            ..Default::default()
         })
         .await?
         .into_inner();

@@ -62,6 +62,7 @@ async fn burst(policy: &str) -> Result<Vec<Vec<usize>>> {
                 pod: Some(pod.clone()),
                 node_names: feasible,
                 explain: false,
+                ..Default::default()
             })
             .await?
             .into_inner()
@@ -138,6 +139,7 @@ async fn reserve_reaches_the_collector_and_other_scorers() -> Result<()> {
                 pod: Some(one_cpu_pod(99)),
                 node_names: vec!["node-b".into()],
                 explain: true,
+                ..Default::default()
             };
             let term = b.score(request).await?.into_inner().scores[0].terms[0].clone();
             anyhow::ensure!(

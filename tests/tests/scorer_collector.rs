@@ -71,6 +71,7 @@ async fn water_level_worked_example_through_grpc() -> Result<()> {
             pod: Some(pod("p1", 500)),
             node_names: nodes.clone(),
             explain: false,
+            ..Default::default()
         })
         .await?
         .into_inner();
@@ -83,6 +84,20 @@ async fn water_level_worked_example_through_grpc() -> Result<()> {
         0,
         "connected: snapshot is current"
     );
+
+    // scores_only: the same scores, bare and in request order, no names echoed.
+    let bare = client
+        .score(pb::ScoreRequest {
+            pod: Some(pod("p1", 500)),
+            node_names: want.iter().map(|(n, _)| n.clone()).collect(),
+            scores_only: true,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    assert!(bare.scores.is_empty());
+    assert_eq!(bare.ordered_scores, want.iter().map(|(_, s)| *s).collect::<Vec<_>>());
+    assert!(bare.snapshot_age.is_some());
     Ok(())
 }
 
@@ -138,6 +153,7 @@ async fn filter_reasons_explain_terms_and_unknown_nodes() -> Result<()> {
             pod: Some(pod("p1", 1000)),
             node_names: names(&["cool", "ghost"]),
             explain: true,
+            ..Default::default()
         })
         .await?
         .into_inner();
@@ -165,11 +181,21 @@ async fn bad_requests_are_invalid_argument_with_a_reason() -> Result<()> {
     let mut client = pair.scorer.scorer_client().await?;
     let cases: Vec<(pb::ScoreRequest, &str)> = vec![
         (
-            pb::ScoreRequest { pod: Some(pod("p", 1)), node_names: vec![], explain: false },
+            pb::ScoreRequest {
+                pod: Some(pod("p", 1)),
+                node_names: vec![],
+                explain: false,
+                ..Default::default()
+            },
             "node_names must not be empty",
         ),
         (
-            pb::ScoreRequest { pod: None, node_names: names(&["n1"]), explain: false },
+            pb::ScoreRequest {
+                pod: None,
+                node_names: names(&["n1"]),
+                explain: false,
+                ..Default::default()
+            },
             "pod is required",
         ),
         (
@@ -177,6 +203,7 @@ async fn bad_requests_are_invalid_argument_with_a_reason() -> Result<()> {
                 pod: Some(pod("p", -5)),
                 node_names: names(&["n1"]),
                 explain: false,
+                ..Default::default()
             },
             "pod.cpu_request_millis must not be negative (got -5)",
         ),
@@ -185,6 +212,7 @@ async fn bad_requests_are_invalid_argument_with_a_reason() -> Result<()> {
                 pod: Some(pod("p", 1)),
                 node_names: names(&["a", "b", "c", "d"]),
                 explain: false,
+                ..Default::default()
             },
             "4 node names exceed the limit of 3 (--max-nodes)",
         ),
@@ -201,6 +229,22 @@ async fn bad_requests_are_invalid_argument_with_a_reason() -> Result<()> {
         let status = client.filter(filter).await.unwrap_err();
         assert_eq!((status.code(), status.message()), (Code::InvalidArgument, reason));
     }
+    let status = client
+        .score(pb::ScoreRequest {
+            pod: Some(pod("p", 1)),
+            node_names: names(&["n1"]),
+            explain: true,
+            scores_only: true,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (status.code(), status.message()),
+        (
+            Code::InvalidArgument,
+            "scores_only cannot be combined with explain (the terms need NodeScore)"
+        )
+    );
     let status = client
         .reserve(pb::ReserveRequest { pod: Some(pod("p", 1)), node_name: String::new() })
         .await
@@ -250,8 +294,12 @@ async fn health_and_readiness_are_served() -> Result<()> {
 async fn policy_reload_applies_good_edits_and_keeps_the_old_policy_on_bad_ones() -> Result<()> {
     let pair = start_pair(SINGLE_METRIC_TARGET_20, &huge_nodes(&[("n50", 50.0)]), &[]).await?;
     let mut client = pair.scorer.scorer_client().await?;
-    let request =
-        pb::ScoreRequest { pod: Some(pod("p", 1)), node_names: names(&["n50"]), explain: false };
+    let request = pb::ScoreRequest {
+        pod: Some(pod("p", 1)),
+        node_names: names(&["n50"]),
+        explain: false,
+        ..Default::default()
+    };
     assert_eq!(client.score(request.clone()).await?.into_inner().scores[0].score, 13);
 
     std::fs::write(&pair.policy_path, SINGLE_METRIC_TARGET_20.replace("target: 20", "target: 50"))?;
@@ -281,8 +329,12 @@ async fn policy_reload_applies_good_edits_and_keeps_the_old_policy_on_bad_ones()
 async fn scorer_serves_through_a_collector_restart_and_resyncs() -> Result<()> {
     let mut pair = start_pair(SINGLE_METRIC_TARGET_20, &huge_nodes(&[("n1", 20.0)]), &[]).await?;
     let mut client = pair.scorer.scorer_client().await?;
-    let request =
-        pb::ScoreRequest { pod: Some(pod("p", 1)), node_names: names(&["n1"]), explain: false };
+    let request = pb::ScoreRequest {
+        pod: Some(pod("p", 1)),
+        node_names: names(&["n1"]),
+        explain: false,
+        ..Default::default()
+    };
     assert_eq!(client.score(request.clone()).await?.into_inner().scores[0].score, 100);
 
     pair.collector.stop();
@@ -327,6 +379,7 @@ async fn static_file_edits_reach_the_scorer() -> Result<()> {
                 pod: Some(pod("p", 1)),
                 node_names: names(&["n1", "n2"]),
                 explain: false,
+                ..Default::default()
             };
             let scores: Vec<i64> =
                 client.score(request).await?.into_inner().scores.iter().map(|s| s.score).collect();

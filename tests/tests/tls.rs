@@ -56,6 +56,7 @@ fn score_request() -> pb::ScoreRequest {
         pod: Some(pb::PodInfo { name: "p".into(), uid: "u".into(), ..Default::default() }),
         node_names: vec!["n1".into()],
         explain: false,
+        ..Default::default()
     }
 }
 

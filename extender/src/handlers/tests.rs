@@ -19,6 +19,8 @@ struct FakeScorer {
     scores: HashMap<String, i64>,
     rejected: HashMap<String, String>,
     delay: Duration,
+    /// Behaves like a scorer older than `scores_only`: always answers by name.
+    names_only: bool,
     calls: Arc<AtomicUsize>,
     last_pod: Arc<Mutex<Option<pb::PodInfo>>>,
 }
@@ -53,18 +55,21 @@ impl ScorerService for FakeScorer {
         tokio::time::sleep(self.delay).await;
         let request = request.into_inner();
         *self.last_pod.lock().unwrap() = request.pod.clone();
+        let score_of = |n: &String| self.scores.get(n).copied().unwrap_or(50);
+        if request.scores_only && !self.names_only {
+            return Ok(GrpcResponse::new(pb::ScoreResponse {
+                ordered_scores: request.node_names.iter().map(score_of).collect(),
+                ..pb::ScoreResponse::default()
+            }));
+        }
         // Answer in reverse order: the extender must match by name.
         let scores = request
             .node_names
             .iter()
             .rev()
-            .map(|n| pb::NodeScore {
-                node_name: n.clone(),
-                score: self.scores.get(n).copied().unwrap_or(50),
-                terms: vec![],
-            })
+            .map(|n| pb::NodeScore { node_name: n.clone(), score: score_of(n), terms: vec![] })
             .collect();
-        Ok(GrpcResponse::new(pb::ScoreResponse { scores, snapshot_age: None }))
+        Ok(GrpcResponse::new(pb::ScoreResponse { scores, ..pb::ScoreResponse::default() }))
     }
 
     async fn reserve(
@@ -222,6 +227,22 @@ async fn prioritize_answers_a_bare_array_in_request_order() {
     );
     let (_, body) = post(&s.router, "prioritize", list_body(POD, &["n1", "n2"])).await;
     assert_eq!(body, r#"[{"Host":"n1","Score":2},{"Host":"n2","Score":5}]"#);
+}
+
+#[tokio::test]
+async fn prioritize_matches_by_name_when_the_scorer_predates_scores_only() {
+    let fake = FakeScorer {
+        scores: [("n1".into(), 24), ("n2".into(), 45), ("n3".into(), 100)].into(),
+        names_only: true,
+        ..FakeScorer::default()
+    };
+    let s = setup_with(fake, ScoreMapping::Round).await;
+    let (status, body) = post(&s.router, "prioritize", names_body(POD, &["n3", "n1", "n2"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"[{"Host":"n3","Score":10},{"Host":"n1","Score":2},{"Host":"n2","Score":5}]"#
+    );
 }
 
 #[tokio::test]

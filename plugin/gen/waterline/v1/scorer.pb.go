@@ -156,7 +156,12 @@ type ScoreRequest struct {
 	Pod       *PodInfo               `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
 	NodeNames []string               `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
 	// When set, every NodeScore carries one ScoreTerm per policy metric.
-	Explain       bool `protobuf:"varint,3,opt,name=explain,proto3" json:"explain,omitempty"`
+	Explain bool `protobuf:"varint,3,opt,name=explain,proto3" json:"explain,omitempty"`
+	// Answer with the bare scores in `ScoreResponse.ordered_scores` (one per node_names
+	// entry, same order) and leave `scores` empty. For callers that hold the names already,
+	// such as the extender adapter and the scheduler plugin: the names do not cross the wire
+	// a second time and neither side allocates them again. Cannot be combined with explain.
+	ScoresOnly    bool `protobuf:"varint,4,opt,name=scores_only,json=scoresOnly,proto3" json:"scores_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -212,11 +217,20 @@ func (x *ScoreRequest) GetExplain() bool {
 	return false
 }
 
+func (x *ScoreRequest) GetScoresOnly() bool {
+	if x != nil {
+		return x.ScoresOnly
+	}
+	return false
+}
+
 type ScoreResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// In the order of the request's node_names.
-	Scores        []*NodeScore         `protobuf:"bytes,1,rep,name=scores,proto3" json:"scores,omitempty"`
-	SnapshotAge   *durationpb.Duration `protobuf:"bytes,2,opt,name=snapshot_age,json=snapshotAge,proto3" json:"snapshot_age,omitempty"`
+	// In the order of the request's node_names. Empty when the request set scores_only.
+	Scores      []*NodeScore         `protobuf:"bytes,1,rep,name=scores,proto3" json:"scores,omitempty"`
+	SnapshotAge *durationpb.Duration `protobuf:"bytes,2,opt,name=snapshot_age,json=snapshotAge,proto3" json:"snapshot_age,omitempty"`
+	// When the request set scores_only: the score (0..100) of node_names[i] at index i.
+	OrderedScores []int64 `protobuf:"varint,3,rep,packed,name=ordered_scores,json=orderedScores,proto3" json:"ordered_scores,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -261,6 +275,13 @@ func (x *ScoreResponse) GetScores() []*NodeScore {
 func (x *ScoreResponse) GetSnapshotAge() *durationpb.Duration {
 	if x != nil {
 		return x.SnapshotAge
+	}
+	return nil
+}
+
+func (x *ScoreResponse) GetOrderedScores() []int64 {
+	if x != nil {
+		return x.OrderedScores
 	}
 	return nil
 }
@@ -625,15 +646,18 @@ const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\fsnapshot_age\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vsnapshotAge\x1a;\n" +
 	"\rRejectedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"p\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x91\x01\n" +
 	"\fScoreRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1d\n" +
 	"\n" +
 	"node_names\x18\x02 \x03(\tR\tnodeNames\x12\x18\n" +
-	"\aexplain\x18\x03 \x01(\bR\aexplain\"~\n" +
+	"\aexplain\x18\x03 \x01(\bR\aexplain\x12\x1f\n" +
+	"\vscores_only\x18\x04 \x01(\bR\n" +
+	"scoresOnly\"\xa5\x01\n" +
 	"\rScoreResponse\x12/\n" +
 	"\x06scores\x18\x01 \x03(\v2\x17.waterline.v1.NodeScoreR\x06scores\x12<\n" +
-	"\fsnapshot_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vsnapshotAge\"m\n" +
+	"\fsnapshot_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vsnapshotAge\x12%\n" +
+	"\x0eordered_scores\x18\x03 \x03(\x03R\rorderedScores\"m\n" +
 	"\tNodeScore\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x03R\x05score\x12-\n" +
