@@ -62,6 +62,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "--scorer-url",
     )?
     .connect_lazy();
+    waterline_runtime::grpc::warm_up(
+        channel.clone(),
+        "waterline.v1.ScorerService",
+        args.scorer_url.clone(),
+    );
     let extender = Arc::new(Extender {
         scorer: ScorerServiceClient::new(channel),
         scorer_timeout: args.scorer_timeout,

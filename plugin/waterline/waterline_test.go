@@ -3,7 +3,6 @@ package waterline
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -156,7 +155,7 @@ func TestOneFilterAndOneScoreRPCPerCycle(t *testing.T) {
 				},
 				score: scoreOf,
 			}
-			tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051"}, nodeCount)
+			tfw := newTestFramework(t, factoryFor(serve(t, fake)), fakeArgs(), nodeCount)
 			pod := testPod()
 
 			res := tfw.runCycle(t, pod)
@@ -219,7 +218,7 @@ func TestFilterReportsRejectionReason(t *testing.T) {
 		}
 		return ""
 	}}
-	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051"}, 4)
+	tfw := newTestFramework(t, factoryFor(serve(t, fake)), fakeArgs(), 4)
 	res := tfw.runCycle(t, testPod())
 	if len(res.feasible) != 3 {
 		t.Fatalf("feasible = %v, want 3 nodes", res.feasible)
@@ -241,7 +240,7 @@ func TestFilterReportsRejectionReason(t *testing.T) {
 
 func TestAllNodesRejected(t *testing.T) {
 	fake := &fakeScorer{nodes: nodeNamesUpTo(3), reject: func(string) string { return "cpu_usage_avg_5m predicted 99% > 65%" }}
-	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051"}, 3)
+	tfw := newTestFramework(t, factoryFor(serve(t, fake)), fakeArgs(), 3)
 	res := tfw.runCycle(t, testPod())
 	if res.preFilter.Code() != fwk.UnschedulableAndUnresolvable {
 		t.Fatalf("PreFilter = %v, want UnschedulableAndUnresolvable", res.preFilter)
@@ -284,7 +283,7 @@ func TestFailOpenOnTimeout(t *testing.T) {
 		reject: func(string) string { return "never seen" },
 		score:  scoreOf,
 	}
-	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051", "timeout": "20ms"}, 5)
+	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051", "timeout": "300ms"}, 5)
 	before := counterValue(t, "Filter")
 
 	start := time.Now()
@@ -295,8 +294,9 @@ func TestFailOpenOnTimeout(t *testing.T) {
 	if filters, scores, reserves, _ := fake.calls(); filters != 1 || scores != 1 || reserves != 1 {
 		t.Fatalf("RPCs Filter/Score/Reserve = %d/%d/%d, want one attempt each", filters, scores, reserves)
 	}
-	if elapsed > 2*time.Second {
-		t.Fatalf("cycle took %v; the 20ms timeout was not applied", elapsed)
+	// Three RPCs held 10 s each by the fake would take 30 s.
+	if elapsed > 5*time.Second {
+		t.Fatalf("cycle took %v; the 300ms timeout was not applied", elapsed)
 	}
 	if after := counterValue(t, "Filter"); after != before+1 {
 		t.Fatalf("fail-open counter for Filter went %v -> %v, want +1", before, after)
@@ -324,7 +324,7 @@ func TestFailClosedOnDeadServer(t *testing.T) {
 
 func TestReserveAndUnreserve(t *testing.T) {
 	fake := &fakeScorer{score: scoreOf}
-	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051"}, 10)
+	tfw := newTestFramework(t, factoryFor(serve(t, fake)), fakeArgs(), 10)
 	pod := testPod()
 	res := tfw.runCycle(t, pod)
 
@@ -353,7 +353,7 @@ func TestReserveAndUnreserve(t *testing.T) {
 
 func TestDaemonSetPodsBypassFilter(t *testing.T) {
 	fake := &fakeScorer{nodes: nodeNamesUpTo(3), reject: func(string) string { return "hot" }, score: scoreOf}
-	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051"}, 3)
+	tfw := newTestFramework(t, factoryFor(serve(t, fake)), fakeArgs(), 3)
 	pod := testPod()
 	pod.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion: "apps/v1", Kind: "DaemonSet", Name: "node-agent", UID: "ds-uid", Controller: ptr.To(true),
@@ -384,7 +384,7 @@ func TestNormalizeScoreClampsAndUnknownNodesAreNeutral(t *testing.T) {
 		return 42
 	}}
 	lis := serve(t, fake)
-	tfw := newTestFramework(t, factoryFor(lis), map[string]any{"endpoint": "127.0.0.1:50051"}, 3)
+	tfw := newTestFramework(t, factoryFor(lis), fakeArgs(), 3)
 	res := tfw.runCycle(t, testPod())
 	want := map[string]int64{nodeName(0): 100 * testWeight, nodeName(1): 0, nodeName(2): 42 * testWeight}
 	for n, w := range want {
@@ -394,7 +394,7 @@ func TestNormalizeScoreClampsAndUnknownNodesAreNeutral(t *testing.T) {
 	}
 
 	// A node missing from the Score answer gets the neutral score, not zero.
-	pl, err := newPlugin(context.Background(), rawArgs(t, map[string]any{"endpoint": "127.0.0.1:50051"}), bufconnDialer(lis))
+	pl, err := newPlugin(context.Background(), rawArgs(t, fakeArgs()), bufconnDialer(lis))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestNormalizeScoreClampsAndUnknownNodesAreNeutral(t *testing.T) {
 // still gives each node its own score.
 func TestScoresByNameFromAnOlderScorer(t *testing.T) {
 	fake := &fakeScorer{score: scoreOf, namesOnly: true}
-	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051"}, 12)
+	tfw := newTestFramework(t, factoryFor(serve(t, fake)), fakeArgs(), 12)
 	res := tfw.runCycle(t, testPod())
 	if len(res.scores) != 12 {
 		t.Fatalf("scored %d nodes, want 12", len(res.scores))
@@ -442,15 +442,17 @@ func TestNewRejectsBadArgs(t *testing.T) {
 	}
 }
 
+// fakeArgs points the plugin at the bufconn fake, with a timeout that a loaded test machine
+// cannot run into (the default 100 ms would turn a slow answer into a fail-open).
+func fakeArgs() map[string]any {
+	return map[string]any{"endpoint": "127.0.0.1:50051", "timeout": "10s"}
+}
+
+// deadEndpoint is a loopback port nothing listens on (tcpmux, port 1, is never served here);
+// unlike a port freed after a bind, no parallel test can take it.
 func deadEndpoint(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	_ = lis.Close()
-	return addr
+	return "127.0.0.1:1"
 }
 
 func counterValue(t *testing.T, rpc string) float64 {
@@ -478,7 +480,7 @@ func TestLargeFilterAnswerIsRead(t *testing.T) {
 		}
 		return ""
 	}}
-	tfw := newTestFramework(t, factoryFor(serve(t, fake)), map[string]any{"endpoint": "127.0.0.1:50051"}, 3)
+	tfw := newTestFramework(t, factoryFor(serve(t, fake)), fakeArgs(), 3)
 	before := counterValue(t, "Filter")
 
 	res := tfw.runCycle(t, testPod())

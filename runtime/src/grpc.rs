@@ -120,3 +120,24 @@ pub fn client_endpoint(
     }
     Ok(endpoint)
 }
+
+/// Opens a lazily connecting channel now, with one `grpc.health.v1` check of `service`, so
+/// the first real request does not also pay for the TCP, TLS and HTTP/2 handshakes inside its
+/// deadline; logs whether the peer answered. Never fails: a peer that is down is dialled
+/// again by the channel on the next request.
+pub fn warm_up(channel: tonic::transport::Channel, service: &'static str, url: String) {
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    tokio::spawn(async move {
+        let request = HealthCheckRequest { service: service.to_owned() };
+        let mut request = tonic::Request::new(request);
+        request.set_timeout(Duration::from_secs(5));
+        match HealthClient::new(channel).check(request).await {
+            Ok(answer) => {
+                tracing::info!(%url, status = ?answer.into_inner().status(), "{service} reachable")
+            }
+            Err(status) => {
+                tracing::warn!(%url, error = %status.message(), "{service} not reachable yet")
+            }
+        }
+    });
+}

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -74,10 +74,6 @@ impl ReloadMetrics {
     }
 }
 
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
-}
-
 /// Starts reloading `--policy` in the background, if one was given. Readers see a new
 /// policy on their next `PolicyHandle::get`.
 pub fn spawn_reload(path: Option<PathBuf>, handle: PolicyHandle, metrics: ReloadMetrics) {
@@ -87,22 +83,19 @@ pub fn spawn_reload(path: Option<PathBuf>, handle: PolicyHandle, metrics: Reload
 }
 
 /// Polls `path` every `every` and swaps in the new policy when the file changes and parses.
-/// Polling (not inotify) also sees ConfigMap updates, which replace a symlink.
+/// Polling (not inotify) also sees ConfigMap updates, which replace a symlink. The content
+/// is compared, not the modification time: an edit written in two steps within one clock
+/// tick keeps its time, and a policy file is small enough to read every poll.
 pub async fn watch(path: PathBuf, handle: PolicyHandle, metrics: ReloadMetrics, every: Duration) {
-    let mut last_seen = (modified(&path), std::fs::read_to_string(&path).ok());
+    let mut last_seen = std::fs::read_to_string(&path).ok();
     let mut ticker = tokio::time::interval(every);
     loop {
         ticker.tick().await;
-        let stamp = modified(&path);
-        if stamp == last_seen.0 {
-            continue;
-        }
         let text = std::fs::read_to_string(&path).ok();
-        if text == last_seen.1 {
-            last_seen.0 = stamp;
+        if text == last_seen {
             continue;
         }
-        last_seen = (stamp, text);
+        last_seen = text;
         match load(&path) {
             Ok(policy) => {
                 handle.set(policy);

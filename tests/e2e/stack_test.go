@@ -492,6 +492,7 @@ type stack struct {
 	kubeWatch                     bool // collector runs with --kubeconfig
 	collectorConn                 *grpc.ClientConn
 	collectorClient               wlv1.CollectorServiceClient
+	scorerClient                  wlv1.ScorerServiceClient
 	stopSched                     func()
 }
 
@@ -593,11 +594,21 @@ func newStack(ctx context.Context, t *testing.T, o stackOptions) *stack {
 		"--grpc-addr", s.scorerGRPC, "--admin-addr", s.scorerAdmin,
 		"--collector-url", "http://"+s.collectorGRPC, "--policy", s.policyPath)
 	waitReady(ctx, t, s.scorer, s.scorerAdmin, 60*time.Second)
+	sconn, err := grpc.NewClient(s.scorerGRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sconn.Close() })
+	s.scorerClient = wlv1.NewScorerServiceClient(sconn)
 
 	s.extenderHTTP, s.extenderAdmin = freeAddr(t), freeAddr(t)
 	eargs := []string{"--http-addr", s.extenderHTTP, "--admin-addr", s.extenderAdmin,
 		"--scorer-url", "http://" + s.scorerGRPC, "--prefix", "/waterline/v1",
-		"--scheduler-names", schedulerName, "--policy", s.policyPath}
+		"--scheduler-names", schedulerName, "--policy", s.policyPath,
+		// Just under kube-scheduler's httpTimeout (1s): the default 200 ms suits a quiet
+		// cluster, but on a loaded test machine a slow call would turn into a neutral answer
+		// and a wrong placement, which is not what these scenarios test.
+		"--scorer-timeout", "900ms"}
 	eargs = append(eargs, o.ExtenderArgs...)
 	s.extender = startProc(t, "extender", needBinary(t, "waterline-extender"), eargs...)
 	waitReady(ctx, t, s.extender, s.extenderAdmin, 60*time.Second)
@@ -661,6 +672,42 @@ func (s *stack) listNodes() (*wlv1.ListNodesResponse, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	return s.collectorClient.ListNodes(ctx, &wlv1.ListNodesRequest{})
+}
+
+// scorerLedgerPercent is, per node, the ledger share (percent of capacity, summed over the
+// policy's metrics) that the scorer itself would add for recent placements: what it has
+// learnt of the ledger, which reaches it over the collector's stream after the collector.
+func (s *stack) scorerLedgerPercent() (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	resp, err := s.scorerClient.Score(ctx, &wlv1.ScoreRequest{
+		Pod:       &wlv1.PodInfo{Namespace: "default", Name: "ledger-probe", Uid: "ledger-probe", CpuRequestMillis: 1},
+		NodeNames: s.nodes,
+		Explain:   true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, ns := range resp.GetScores() {
+		for _, term := range ns.GetTerms() {
+			out[ns.GetNodeName()] += term.GetLedgerPercent()
+		}
+	}
+	return out, nil
+}
+
+// waitScorerLedgerGrows waits until the scorer's ledger share on node exceeds before[node]:
+// the placement that raised the collector's ledger has reached the scorer too.
+func (s *stack) waitScorerLedgerGrows(node string, before map[string]float64) {
+	s.t.Helper()
+	err := waitFor(s.ctx, 30*time.Second, 50*time.Millisecond, "scorer's ledger share on "+node, func() (bool, error) {
+		now, err := s.scorerLedgerPercent()
+		return err == nil && now[node] > before[node], err
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // metrics returns node -> metric -> value percent.

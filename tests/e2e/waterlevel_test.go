@@ -85,10 +85,14 @@ func testWaterLevel(t *testing.T, path schedPath) {
 		sort.Strings(best)
 
 		name := fmt.Sprintf("wl-%d", k)
+		before, err := s.scorerLedgerPercent()
+		if err != nil {
+			t.Fatal(err)
+		}
 		s.createPods([]*v1.Pod{newPod(ns, name, withCPU("100m", "500m"))}, 1)
 		got := s.waitScheduled(ns, []string{name}, time.Minute)[name]
 		s.waitLedger(ns, name)
-		time.Sleep(300 * time.Millisecond) // collector -> scorer stream
+		s.waitScorerLedgerGrows(got, before) // the next prediction counts this pod
 		ok := false
 		for _, b := range best {
 			ok = ok || b == got

@@ -397,7 +397,7 @@ async fn slow_garbage_and_invalid_promql_only_hurt_their_own_metric() -> Result<
     let proxy = BadHttp::start(Some(prom.url())).await?;
     let mark = |m: &str| format!(r#"waterline:node_memory_usage:avg5m{{wl_test!="{m}"}}"#);
     proxy.set_rules(vec![
-        Rule::new(r#"wl_test!="slow""#, Reply::Delay(Duration::from_secs(5))),
+        Rule::new(r#"wl_test!="slow""#, Reply::Delay(Duration::from_secs(30))),
         Rule::new(r#"wl_test!="html""#, Reply::html()),
         Rule::new(r#"wl_test!="badjson""#, Reply::invalid_json()),
         Rule::new(r#"wl_test!="five""#, Reply::server_error()),
@@ -424,10 +424,10 @@ async fn slow_garbage_and_invalid_promql_only_hurt_their_own_metric() -> Result<
     let refs: Vec<(&str, &str)> = metrics.iter().map(|(n, q)| (*n, q.as_str())).collect();
     let c =
         Collector::start(&proxy.url(), &policy(&refs, "1s"), &["--prometheus-timeout=1s"]).await?;
-    // Readiness came after one attempt of everything, bounded by the timeout, not by the
-    // 5 s of the slow query.
+    // Readiness came after one attempt of everything, bounded by the 1 s timeout, not by
+    // the 30 s of the slow query (the margin is for a loaded machine).
     let startup = c.started.elapsed();
-    ensure!(startup < Duration::from_millis(4500), "ready only after {startup:?}");
+    ensure!(startup < Duration::from_secs(15), "ready only after {startup:?}");
 
     let expected = [
         ("slow", "no answer within 1s"),
@@ -462,9 +462,13 @@ async fn slow_garbage_and_invalid_promql_only_hurt_their_own_metric() -> Result<
 
     // The good metric keeps flowing at its own period while the slow one times out.
     let (_, t0) = sample(&list, "node-g", "good")?;
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let (_, t1) = sample(&c.list().await?, "node-g", "good")?;
-    ensure!(t1 - t0 >= 1000, "good metric stalled: {t0} → {t1}");
+    wait_until(Duration::from_secs(15), || async {
+        let (_, t1) = sample(&c.list().await?, "node-g", "good")?;
+        ensure!(t1 - t0 >= 1000, "good metric stalled: {t0} → {t1}");
+        Ok(())
+    })
+    .await
+    .with_context(|| c.log())?;
     ensure!(node(&c.list().await?, "node-g")?.metrics.iter().all(|m| m.metric != "slow"));
 
     assert!(c.metric("waterline_metric_dropped_samples_total", "odd").await? >= 3.0);

@@ -276,6 +276,11 @@ impl Stack {
             policy,
         ];
         args.extend(extender_args.iter().map(|s| s.to_string()));
+        // The default (200 ms) suits a scheduler; a test on a loaded machine needs room,
+        // or a slow first call turns into a neutral answer and a confusing diff.
+        if !extender_args.contains(&"--scorer-timeout") {
+            args.extend(["--scorer-timeout".to_owned(), "5s".to_owned()]);
+        }
         let extender =
             Proc::spawn_with_env("waterline-extender", free_addr(), &args, extender_env)?;
         extender.wait_ready().await?;
@@ -456,7 +461,7 @@ async fn preempt_and_bind() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_schedulers_and_a_dead_scorer_get_neutral_answers() -> Result<()> {
-    let mut stack = Stack::start(10, &["--scorer-timeout", "300ms"]).await?;
+    let mut stack = Stack::start(10, &["--scorer-timeout", "2s"]).await?;
     let candidates = names(10);
     let mut other = pod_json();
     other["spec"]["schedulerName"] = json!("default-scheduler");

@@ -105,11 +105,10 @@ async fn start_fake(fake: FakeScorer) -> String {
     format!("http://{addr}")
 }
 
+/// Nothing listens on port 1 (tcpmux is never served here); unlike a port freed after a
+/// bind, no parallel test can take it.
 fn dead_url() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    format!("http://{addr}")
+    "http://127.0.0.1:1".to_owned()
 }
 
 fn extender(
