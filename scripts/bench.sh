@@ -111,6 +111,15 @@ if want rpc; then
         --nodes "$NODES" -c "$c" --duration "$DURATION" --json-out "$OUT/rpc.jsonl" --label "score-$NODES-c$c"
     done
   done
+  say "RPC: Score answers with names vs scores_only (what the extender and the plugin ask), c=1"
+  for n in 100 "$NODES"; do
+    for run in $(seq 1 "$RUNS"); do
+      B score --scorer-url "$SCORER" --scorer-admin "$SCORER_ADMIN" --cluster-nodes "$NODES" \
+        --nodes "$n" -c 1 --duration "$DURATION" --json-out "$OUT/rpc.jsonl" --label "score-$n-names-c1"
+      B score --scorer-url "$SCORER" --scorer-admin "$SCORER_ADMIN" --cluster-nodes "$NODES" \
+        --nodes "$n" -c 1 --scores-only --duration "$DURATION" --json-out "$OUT/rpc.jsonl" --label "score-$n-scores-only-c1"
+    done
+  done
   say "RPC: Filter with 100 candidates"
   for run in $(seq 1 "$RUNS"); do
     B filter --scorer-url "$SCORER" --scorer-admin "$SCORER_ADMIN" --cluster-nodes "$NODES" \
