@@ -275,7 +275,7 @@ impl Extender {
         let mut scorer = self.scorer.clone();
         let response = self.call("Score", scorer.score(request)).await?;
         if response.ordered_scores.len() == c.names.len() {
-            return Ok(response.ordered_scores);
+            return Ok(response.ordered_scores.into_iter().map(i64::from).collect());
         }
         // A scorer older than `scores_only` (the two deploy independently) answers by name.
         let in_order = response.scores.len() == c.names.len()

@@ -101,7 +101,7 @@ func (f *fakeScorer) Score(ctx context.Context, req *waterlinev1.ScoreRequest) (
 			s = f.score(n)
 		}
 		if req.GetScoresOnly() && !f.namesOnly {
-			resp.OrderedScores = append(resp.OrderedScores, s)
+			resp.OrderedScores = append(resp.OrderedScores, int32(s))
 		} else {
 			resp.Scores = append(resp.Scores, &waterlinev1.NodeScore{NodeName: n, Score: s})
 		}

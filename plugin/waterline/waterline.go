@@ -228,7 +228,7 @@ func (pl *Waterline) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	scores := make(map[string]int64, len(names))
 	if ordered := resp.GetOrderedScores(); len(ordered) == len(names) {
 		for i, n := range names {
-			scores[n] = ordered[i]
+			scores[n] = int64(ordered[i])
 		}
 	} else {
 		// A scorer older than scores_only (the two deploy independently) answers by name.

@@ -101,7 +101,13 @@ impl Scorer {
             return Ok(pb::ScoreResponse {
                 scores: Vec::new(),
                 snapshot_age,
-                ordered_scores: outcome.scores.iter().map(|s| s.score).collect(),
+                // Scores are 0..100 (the curves' range); saturating rather than wrapping
+                // keeps even a broken curve's answer ordered.
+                ordered_scores: outcome
+                    .scores
+                    .iter()
+                    .map(|s| s.score.clamp(i32::MIN.into(), i32::MAX.into()) as i32)
+                    .collect(),
             });
         }
         Ok(pb::ScoreResponse {

@@ -96,7 +96,7 @@ async fn water_level_worked_example_through_grpc() -> Result<()> {
         .await?
         .into_inner();
     assert!(bare.scores.is_empty());
-    assert_eq!(bare.ordered_scores, want.iter().map(|(_, s)| *s).collect::<Vec<_>>());
+    assert_eq!(bare.ordered_scores, want.iter().map(|(_, s)| *s as i32).collect::<Vec<_>>());
     assert!(bare.snapshot_age.is_some());
     Ok(())
 }

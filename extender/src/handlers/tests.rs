@@ -58,7 +58,7 @@ impl ScorerService for FakeScorer {
         let score_of = |n: &String| self.scores.get(n).copied().unwrap_or(50);
         if request.scores_only && !self.names_only {
             return Ok(GrpcResponse::new(pb::ScoreResponse {
-                ordered_scores: request.node_names.iter().map(score_of).collect(),
+                ordered_scores: request.node_names.iter().map(|n| score_of(n) as i32).collect(),
                 ..pb::ScoreResponse::default()
             }));
         }

@@ -230,7 +230,9 @@ type ScoreResponse struct {
 	Scores      []*NodeScore         `protobuf:"bytes,1,rep,name=scores,proto3" json:"scores,omitempty"`
 	SnapshotAge *durationpb.Duration `protobuf:"bytes,2,opt,name=snapshot_age,json=snapshotAge,proto3" json:"snapshot_age,omitempty"`
 	// When the request set scores_only: the score (0..100) of node_names[i] at index i.
-	OrderedScores []int64 `protobuf:"varint,3,rep,packed,name=ordered_scores,json=orderedScores,proto3" json:"ordered_scores,omitempty"`
+	// int32 (NodeScore.score is int64) so JSON clients such as grpcurl see numbers, not the
+	// strings proto3 JSON uses for 64-bit integers.
+	OrderedScores []int32 `protobuf:"varint,3,rep,packed,name=ordered_scores,json=orderedScores,proto3" json:"ordered_scores,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -279,7 +281,7 @@ func (x *ScoreResponse) GetSnapshotAge() *durationpb.Duration {
 	return nil
 }
 
-func (x *ScoreResponse) GetOrderedScores() []int64 {
+func (x *ScoreResponse) GetOrderedScores() []int32 {
 	if x != nil {
 		return x.OrderedScores
 	}
@@ -657,7 +659,7 @@ const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\rScoreResponse\x12/\n" +
 	"\x06scores\x18\x01 \x03(\v2\x17.waterline.v1.NodeScoreR\x06scores\x12<\n" +
 	"\fsnapshot_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vsnapshotAge\x12%\n" +
-	"\x0eordered_scores\x18\x03 \x03(\x03R\rorderedScores\"m\n" +
+	"\x0eordered_scores\x18\x03 \x03(\x05R\rorderedScores\"m\n" +
 	"\tNodeScore\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x03R\x05score\x12-\n" +
