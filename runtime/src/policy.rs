@@ -111,3 +111,85 @@ pub async fn watch(path: PathBuf, handle: PolicyHandle, metrics: ReloadMetrics, 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+
+    use waterline_core::policy::Curve;
+
+    use super::*;
+
+    fn target(handle: &PolicyHandle) -> f64 {
+        match handle.get().curve {
+            Curve::WaterLevel { target } => target,
+            ref other => panic!("unexpected curve {other:?}"),
+        }
+    }
+
+    /// An editor that truncates and then writes within one clock tick leaves the file's
+    /// modification time as it was; the new content must still be picked up.
+    #[tokio::test]
+    async fn an_edit_that_keeps_the_modification_time_is_reloaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.yaml");
+        std::fs::write(&path, "curve: {kind: waterLevel, target: 30}\n").unwrap();
+        let stamp = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let handle = PolicyHandle::new(load(&path).unwrap());
+        let metrics = ReloadMetrics::default();
+        tokio::spawn(watch(
+            path.clone(),
+            handle.clone(),
+            metrics.clone(),
+            Duration::from_millis(5),
+        ));
+        // The watcher reads the file it starts from when it first runs.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        std::fs::write(&path, "curve: {kind: waterLevel, target: 55}\n").unwrap();
+        File::options().write(true).open(&path).unwrap().set_modified(stamp).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), stamp);
+
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while target(&handle) != 55.0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(target(&handle), 55.0, "the edit was not reloaded");
+        assert_eq!(metrics.reloads.get(), 1);
+    }
+
+    /// A half-written file is rejected and the policy in force stays; the finished edit
+    /// then replaces it.
+    #[tokio::test]
+    async fn a_half_written_edit_is_rejected_then_the_whole_one_applies() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.yaml");
+        std::fs::write(&path, "curve: {kind: waterLevel, target: 30}\n").unwrap();
+        let handle = PolicyHandle::new(load(&path).unwrap());
+        let metrics = ReloadMetrics::default();
+        tokio::spawn(watch(
+            path.clone(),
+            handle.clone(),
+            metrics.clone(),
+            Duration::from_millis(5),
+        ));
+        // The watcher reads the file it starts from when it first runs.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        std::fs::write(&path, "curve: {kind: waterLevel, tar").unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while metrics.errors.get() == 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(metrics.errors.get(), 1, "the half-written file was not seen");
+        assert_eq!(target(&handle), 30.0, "a rejected edit replaced the policy");
+        assert_eq!(metrics.valid.get(), 0);
+
+        std::fs::write(&path, "curve: {kind: waterLevel, target: 55}\n").unwrap();
+        while target(&handle) != 55.0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(target(&handle), 55.0);
+        assert_eq!(metrics.valid.get(), 1);
+    }
+}
