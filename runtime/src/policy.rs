@@ -127,69 +127,64 @@ mod tests {
         }
     }
 
+    /// A policy file with a water level of 30 and a watcher polling it every 5 ms.
+    struct Watched {
+        _dir: tempfile::TempDir,
+        path: PathBuf,
+        handle: PolicyHandle,
+        metrics: ReloadMetrics,
+    }
+
+    async fn watched() -> Watched {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.yaml");
+        std::fs::write(&path, "curve: {kind: waterLevel, target: 30}\n").unwrap();
+        let handle = PolicyHandle::new(load(&path).unwrap());
+        let metrics = ReloadMetrics::default();
+        let every = Duration::from_millis(5);
+        tokio::spawn(watch(path.clone(), handle.clone(), metrics.clone(), every));
+        // The watcher reads the file it starts from when it first runs.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Watched { _dir: dir, path, handle, metrics }
+    }
+
+    /// Polls `done` for up to 10 s.
+    async fn wait_for(done: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !done() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// An editor that truncates and then writes within one clock tick leaves the file's
     /// modification time as it was; the new content must still be picked up.
     #[tokio::test]
     async fn an_edit_that_keeps_the_modification_time_is_reloaded() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("policy.yaml");
-        std::fs::write(&path, "curve: {kind: waterLevel, target: 30}\n").unwrap();
-        let stamp = std::fs::metadata(&path).unwrap().modified().unwrap();
-        let handle = PolicyHandle::new(load(&path).unwrap());
-        let metrics = ReloadMetrics::default();
-        tokio::spawn(watch(
-            path.clone(),
-            handle.clone(),
-            metrics.clone(),
-            Duration::from_millis(5),
-        ));
-        // The watcher reads the file it starts from when it first runs.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let w = watched().await;
+        let stamp = std::fs::metadata(&w.path).unwrap().modified().unwrap();
+        std::fs::write(&w.path, "curve: {kind: waterLevel, target: 55}\n").unwrap();
+        File::options().write(true).open(&w.path).unwrap().set_modified(stamp).unwrap();
+        assert_eq!(std::fs::metadata(&w.path).unwrap().modified().unwrap(), stamp);
 
-        std::fs::write(&path, "curve: {kind: waterLevel, target: 55}\n").unwrap();
-        File::options().write(true).open(&path).unwrap().set_modified(stamp).unwrap();
-        assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), stamp);
-
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while target(&handle) != 55.0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(target(&handle), 55.0, "the edit was not reloaded");
-        assert_eq!(metrics.reloads.get(), 1);
+        wait_for(|| target(&w.handle) == 55.0).await;
+        assert_eq!(target(&w.handle), 55.0, "the edit was not reloaded");
+        assert_eq!(w.metrics.reloads.get(), 1);
     }
 
     /// A half-written file is rejected and the policy in force stays; the finished edit
     /// then replaces it.
     #[tokio::test]
     async fn a_half_written_edit_is_rejected_then_the_whole_one_applies() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("policy.yaml");
-        std::fs::write(&path, "curve: {kind: waterLevel, target: 30}\n").unwrap();
-        let handle = PolicyHandle::new(load(&path).unwrap());
-        let metrics = ReloadMetrics::default();
-        tokio::spawn(watch(
-            path.clone(),
-            handle.clone(),
-            metrics.clone(),
-            Duration::from_millis(5),
-        ));
-        // The watcher reads the file it starts from when it first runs.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let w = watched().await;
+        std::fs::write(&w.path, "curve: {kind: waterLevel, tar").unwrap();
+        wait_for(|| w.metrics.errors.get() > 0).await;
+        assert_eq!(w.metrics.errors.get(), 1, "the half-written file was not seen");
+        assert_eq!(target(&w.handle), 30.0, "a rejected edit replaced the policy");
+        assert_eq!(w.metrics.valid.get(), 0);
 
-        std::fs::write(&path, "curve: {kind: waterLevel, tar").unwrap();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while metrics.errors.get() == 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(metrics.errors.get(), 1, "the half-written file was not seen");
-        assert_eq!(target(&handle), 30.0, "a rejected edit replaced the policy");
-        assert_eq!(metrics.valid.get(), 0);
-
-        std::fs::write(&path, "curve: {kind: waterLevel, target: 55}\n").unwrap();
-        while target(&handle) != 55.0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(target(&handle), 55.0);
-        assert_eq!(metrics.valid.get(), 1);
+        std::fs::write(&w.path, "curve: {kind: waterLevel, target: 55}\n").unwrap();
+        wait_for(|| target(&w.handle) == 55.0).await;
+        assert_eq!(target(&w.handle), 55.0);
+        assert_eq!(w.metrics.valid.get(), 1);
     }
 }
