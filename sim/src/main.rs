@@ -1,0 +1,4 @@
+//! `waterline-sim`: see sim/README.md.
+#![forbid(unsafe_code)]
+
+fn main() {}
