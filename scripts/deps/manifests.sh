@@ -7,7 +7,9 @@
 #                                      `kubectl kustomize deploy/overlays/plugin/` and validate
 #                                      every object against the Kubernetes 1.33 schemas
 #                                      (--strict: unknown fields are errors), plus
-#                                      deploy/examples/*.yaml
+#                                      deploy/examples/*.yaml; and the alerting rules
+#                                      (promtool check rules + promtool test rules of
+#                                      deploy/prometheus/alerts*.yaml)
 #
 # Objects without a bundled schema are parsed and shape-checked here instead of skipped
 # silently: the PrometheusRule (CRD) and the KubeSchedulerConfiguration inside its ConfigMap.
@@ -68,8 +70,10 @@ def check(target):
                 if not g.get("name") or not g.get("rules"):
                     fail(f"PrometheusRule {name}: group without name or rules")
                 for r in g["rules"]:
-                    if not r.get("record") or not r.get("expr"):
-                        fail(f"PrometheusRule {name}/{g['name']}: rule without record/expr")
+                    if not (r.get("record") or r.get("alert")) or not r.get("expr"):
+                        fail(f"PrometheusRule {name}/{g['name']}: rule without record or alert, or without expr")
+                    if r.get("alert") and r.get("labels", {}).get("severity") not in ("warning", "critical"):
+                        fail(f"PrometheusRule {name}: alert {r['alert']} without severity warning|critical")
             continue
         if d["kind"] == "ConfigMap" and "kube-scheduler-config.yaml" in d.get("data", {}):
             ksc = yaml.safe_load(d["data"]["kube-scheduler-config.yaml"])
@@ -155,3 +159,26 @@ for t in "${targets[@]}"; do
 done
 "$venv/bin/kubernetes-validate" --strict -k "$K8S_VERSION" deploy/examples/*.yaml
 echo "manifests: deploy/ and deploy/overlays/plugin/ render and validate against Kubernetes $K8S_VERSION" >&2
+
+# Alerting rules: promtool's own check and unit tests (every alert fires and resolves), and
+# the PrometheusRule carries exactly the groups of the plain file.
+promtool check rules deploy/prometheus/alerts.yaml >&2
+(cd deploy/prometheus && promtool test rules alerts_test.yaml) >&2
+"$venv/bin/python" - <<'PY'
+import sys, yaml
+plain = yaml.safe_load(open("deploy/prometheus/alerts.yaml"))
+obj = yaml.safe_load(open("deploy/prometheus/alerts-rule.yaml"))
+if obj["spec"]["groups"] != plain["groups"]:
+    sys.exit("manifests: deploy/prometheus/alerts-rule.yaml differs from alerts.yaml (spec.groups vs groups)")
+alerts = [r["alert"] for g in plain["groups"] for r in g["rules"] if "alert" in r]
+tests = yaml.safe_load(open("deploy/prometheus/alerts_test.yaml"))["tests"]
+tested = {}
+for t in tests:
+    for a in t.get("alert_rule_test", []):
+        fired = bool(a.get("exp_alerts"))
+        tested.setdefault(a["alertname"], set()).add(fired)
+for a in alerts:
+    if tested.get(a) != {True, False}:
+        sys.exit(f"manifests: alert {a} needs a test where it fires and one where it does not (alerts_test.yaml)")
+print(f"manifests: {len(alerts)} alerts, each fired and resolved by alerts_test.yaml; alerts-rule.yaml matches", file=sys.stderr)
+PY
