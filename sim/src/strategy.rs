@@ -1,0 +1,169 @@
+//! The seam between the simulated scheduler and a placement strategy.
+//!
+//! The simulator runs kube-scheduler's cycle itself — one pod at a time, request fit first
+//! — and asks a [`Strategy`] only what a scheduler plugin or extender would answer: which of
+//! the request-feasible nodes it rejects, and a score per remaining node (higher is better;
+//! the simulator picks the best, ties broken by a seeded choice). Everything a strategy may
+//! know arrives through [`NodeView`] and the event hooks; it never sees true usage.
+//!
+//! What a strategy may know depends on the scheduling path ([`Path`]): on the plugin path it
+//! is told of its own decisions at once (Reserve) and [`NodeView::pods`] lists assumed pods
+//! from the moment of the decision; on the extender path it learns placements only from the
+//! pod watch, `watchLag` after the bind, and `pods` lists only what the watch delivered.
+
+mod kube_default;
+mod waterline;
+
+pub use kube_default::KubeDefault;
+pub use waterline::Waterline;
+
+use std::sync::Arc;
+
+use waterline_core::{Millis, Sample, UnixMillis};
+
+use crate::model::{Resources, SimPod};
+
+/// How the strategy is wired to the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Path {
+    /// A scheduling-framework plugin: Reserve at the decision, assumed pods visible at once.
+    Plugin,
+    /// An HTTP extender: no Reserve; placements learnt from the pod watch after a lag.
+    Extender,
+}
+
+/// Which node resource a metric measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resource {
+    Cpu,
+    Memory,
+}
+
+/// What a metric computes from the scraped usage, as Prometheus would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricKind {
+    /// A recording rule: cpu `rate(...[window])` of the busy-seconds counter over all
+    /// modes, memory `avg_over_time(...[window])`, in percent of the node's capacity.
+    Avg { window: Millis },
+    /// A recording rule `max_over_time((Avg{window})[over:step])` (a subquery at the
+    /// pipeline's step).
+    MaxOfAvg { window: Millis, over: Millis },
+}
+
+/// One metric a strategy reads: the pipeline records it and polls it every `poll`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricNeed {
+    pub name: String,
+    pub resource: Resource,
+    pub kind: MetricKind,
+    /// How often the strategy's collector queries it.
+    pub poll: Millis,
+}
+
+/// A pod on a node as the strategy may know it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlacedPod {
+    pub pod: Arc<SimPod>,
+    /// When the scheduler decided (the Reserve time).
+    pub assigned_at: UnixMillis,
+    /// When the binding was written (the PodScheduled condition time); `None` while only
+    /// assumed.
+    pub bound_at: Option<UnixMillis>,
+}
+
+/// Everything a strategy may read about one node in a cycle.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeView<'a> {
+    pub name: &'a str,
+    pub allocatable: Resources,
+    /// Sum of the requests of the pods in the scheduler's cache (assumed or bound):
+    /// kube-scheduler's own `NodeInfo.Requested`, current on every path.
+    pub requested: Resources,
+    /// The same sum with kube-scheduler's defaults for unset requests (100m cpu, 200 MiB
+    /// memory per pod): `NodeInfo.NonZeroRequested`, what LeastAllocated scores.
+    pub non_zero_requested: Resources,
+    /// The latest polled sample of each of the strategy's metrics, in the order of
+    /// [`Strategy::metrics`]; `None` until the first poll that had a value. A sample's `at`
+    /// is the poll time, as an instant query's answer carries.
+    pub metrics: &'a [Option<Sample>],
+    /// Pods on the node as the strategy knows them (see the module docs for the path).
+    pub pods: &'a [PlacedPod],
+}
+
+/// The cycle's context.
+#[derive(Clone, Copy, Debug)]
+pub struct Cycle {
+    pub now: UnixMillis,
+    pub path: Path,
+}
+
+/// A placement strategy: the Filter and Score of a scheduler plugin or extender, plus the
+/// events it would observe.
+pub trait Strategy {
+    /// Label in tables, file names and summary.json.
+    fn label(&self) -> &str;
+
+    /// The metrics its pipeline must produce (empty: request-based only).
+    fn metrics(&self) -> Vec<MetricNeed> {
+        Vec::new()
+    }
+
+    /// Per node in `nodes` (all fit the pod's requests): `None` to keep it, `Some(reason)`
+    /// to reject it. The default keeps every node.
+    fn filter(
+        &mut self,
+        cycle: &Cycle,
+        pod: &SimPod,
+        nodes: &[NodeView<'_>],
+    ) -> Vec<Option<String>> {
+        let _ = (cycle, pod);
+        vec![None; nodes.len()]
+    }
+
+    /// A score per node in `nodes`, higher is better, in the scale the scheduler adds up
+    /// (an extender's 0..10 answer times its weight and 10, a plugin's 0..100 times weight).
+    fn score(&mut self, cycle: &Cycle, pod: &SimPod, nodes: &[NodeView<'_>]) -> Vec<i64>;
+
+    /// A poll of some metric landed: `nodes` carries the new samples.
+    fn on_metrics(&mut self, now: UnixMillis, nodes: &[NodeView<'_>]) {
+        let _ = (now, nodes);
+    }
+
+    /// Plugin path only: the scheduler decided `pod` goes to `node` (Reserve).
+    fn on_reserve(&mut self, now: UnixMillis, pod: &SimPod, node: &str) {
+        let _ = (now, pod, node);
+    }
+
+    /// The pod watch delivered `pod` bound to `node` at `bound_at` (on every path).
+    fn on_bound(&mut self, now: UnixMillis, pod: &SimPod, node: &str, bound_at: UnixMillis) {
+        let _ = (now, pod, node, bound_at);
+    }
+
+    /// The pod watch delivered the deletion of `pod`, which ran on `node`.
+    fn on_deleted(&mut self, now: UnixMillis, pod: &SimPod, node: &str) {
+        let _ = (now, pod, node);
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StrategyError {
+    #[error("unknown strategy '{0}' (known: {known})", known = NAMES.join(", "))]
+    Unknown(String),
+    #[error("policy {label}: {message}")]
+    Policy { label: String, message: String },
+}
+
+/// The strategies [`by_name`] knows.
+pub const NAMES: &[&str] = &["waterline", "kube-default"];
+
+/// The strategy called `name`, built with its defaults (`waterline`: the default policy).
+pub fn by_name(name: &str) -> Result<Box<dyn Strategy>, StrategyError> {
+    match name {
+        "waterline" => {
+            Ok(Box::new(Waterline::new("waterline", waterline_core::Policy::default())?))
+        }
+        "kube-default" => Ok(Box::new(KubeDefault::new())),
+        other => Err(StrategyError::Unknown(other.to_owned())),
+    }
+}
