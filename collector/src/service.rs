@@ -9,8 +9,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use waterline_api::v1 as pb;
 use waterline_api::v1::collector_service_server::CollectorService;
-use waterline_core::UnixMillis;
 use waterline_core::estimate::estimate;
+use waterline_core::{Millis, UnixMillis};
 use waterline_runtime::convert::{placement, pod_from_proto, unix_millis};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
@@ -119,7 +119,9 @@ impl CollectorService for Collector {
         let timer = self.rpc.start("ListNodes");
         let policy = self.policy.get();
         let names = request.into_inner().node_names;
-        let result = Ok(self.state.list(&names, UnixMillis::now(), policy.ledger.absorb_window));
+        let windows: Vec<(String, Millis)> =
+            policy.metrics.iter().map(|m| (m.name.clone(), m.absorb_window)).collect();
+        let result = Ok(self.state.list(&names, UnixMillis::now(), &windows));
         timer.finish_grpc(&result);
         result.map(Response::new)
     }

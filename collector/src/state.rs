@@ -10,7 +10,7 @@ use tokio::sync::broadcast;
 use waterline_api::v1 as pb;
 use waterline_core::snapshot::{Capacity, Sample};
 use waterline_core::{Ledger, LedgerEntry, Millis, UnixMillis};
-use waterline_runtime::convert::{capacity_to_proto, entry_to_proto, timestamp};
+use waterline_runtime::convert::{capacity_to_proto, duration, entry_to_proto, timestamp};
 
 /// Deltas buffered per subscriber before it counts as lagging.
 const EVENT_BUFFER: usize = 1024;
@@ -222,7 +222,7 @@ impl ClusterState {
         &self,
         names: &[String],
         now: UnixMillis,
-        absorb_window: Millis,
+        absorb_windows: &[(String, Millis)],
     ) -> pb::ListNodesResponse {
         let inner = self.lock();
         let wanted = |n: &str| names.is_empty() || names.iter().any(|w| w == n);
@@ -238,7 +238,17 @@ impl ClusterState {
                 .collect(),
             ledger: ledger
                 .into_iter()
-                .map(|e| entry_to_proto(e, Some(e.absorb_remaining(now, absorb_window))))
+                .map(|e| {
+                    let by_metric: BTreeMap<String, Millis> = absorb_windows
+                        .iter()
+                        .map(|(metric, window)| (metric.clone(), e.absorb_remaining(now, *window)))
+                        .collect();
+                    let longest = by_metric.values().copied().max().unwrap_or_default();
+                    let mut entry = entry_to_proto(e, Some(longest));
+                    entry.absorb_remaining_by_metric =
+                        by_metric.into_iter().map(|(m, d)| (m, duration(d))).collect();
+                    entry
+                })
                 .collect(),
             metrics: inner
                 .metrics
@@ -369,10 +379,17 @@ mod tests {
         let state = ClusterState::default();
         state.replace_nodes([("a".into(), record(10.0)), ("b".into(), record(20.0))].into());
         state.place(entry("p1"));
-        let listed = state.list(&["a".into()], UnixMillis(60_005), Millis::from_mins(7));
+        let windows =
+            [("short".to_string(), Millis::from_mins(7)), ("long".into(), Millis::from_mins(12))];
+        let listed = state.list(&["a".into()], UnixMillis(60_005), &windows);
         assert_eq!(listed.nodes.len(), 1);
         assert_eq!(listed.ledger.len(), 1);
-        assert_eq!(listed.ledger[0].absorb_remaining.unwrap().seconds, 360);
-        assert_eq!(state.list(&["b".into()], UnixMillis(0), Millis(0)).ledger.len(), 0);
+        // Placed at 5 ms, listed a minute later: 6 m left of 7 m, 11 m of 12 m; the entry
+        // counts for the longest.
+        let entry = &listed.ledger[0];
+        assert_eq!(entry.absorb_remaining.unwrap().seconds, 660);
+        assert_eq!(entry.absorb_remaining_by_metric["short"].seconds, 360);
+        assert_eq!(entry.absorb_remaining_by_metric["long"].seconds, 660);
+        assert_eq!(state.list(&["b".into()], UnixMillis(0), &windows).ledger.len(), 0);
     }
 }

@@ -7,9 +7,10 @@ use std::fmt::Write;
 use crate::curve::{least_used, round_half_away, round_score, water_level};
 use crate::estimate::{Usage, estimate};
 use crate::pod::Pod;
-use crate::policy::{Curve, Policy, Resource, StaleFilter};
+use crate::policy::{Combine, Curve, Policy, Resource, StaleFilter};
 use crate::snapshot::{Capacity, NodeSlot, Snapshot};
-use crate::time::UnixMillis;
+use crate::time::{Millis, UnixMillis};
+use smallvec::SmallVec;
 
 /// How one metric contributed to a node's score.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,27 +106,30 @@ struct MetricPlan {
     resource: Resource,
     max_age: crate::time::Millis,
     weight: f64,
+    /// Index of the metric's absorb window in `Request::absorb_windows`.
+    window: usize,
     /// The end of a rejection reason, `% > 65%`, formatted once per request (float
     /// formatting per rejected node was a tenth of a Filter).
     over_limit: String,
 }
 
 /// The ledger's and the incoming pod's share of one node's capacity, per resource, in
-/// percent. Six metrics read two resources, so this is computed once per node, not per
-/// metric.
-#[derive(Clone, Copy, Default)]
+/// percent. Six metrics read two resources and a few absorb windows, so this is computed
+/// once per node and window, not per metric.
+#[derive(Clone, Default)]
 struct Shares {
-    cpu_ledger: f64,
     cpu_incoming: f64,
-    memory_ledger: f64,
     memory_incoming: f64,
+    /// Per absorb window of the request: (cpu, memory) of the placements that still count.
+    ledger: SmallVec<[(f64, f64); 4]>,
 }
 
 impl Shares {
-    fn of(&self, resource: Resource) -> (f64, f64) {
+    fn of(&self, resource: Resource, window: usize) -> (f64, f64) {
+        let (cpu, memory) = self.ledger.get(window).copied().unwrap_or_default();
         match resource {
-            Resource::Cpu => (self.cpu_ledger, self.cpu_incoming),
-            Resource::Memory => (self.memory_ledger, self.memory_incoming),
+            Resource::Cpu => (cpu, self.cpu_incoming),
+            Resource::Memory => (memory, self.memory_incoming),
             Resource::Other => (0.0, 0.0),
         }
     }
@@ -137,6 +141,8 @@ struct Request<'a> {
     snapshot: &'a Snapshot,
     pod: &'a Pod,
     metrics: Vec<MetricPlan>,
+    /// The distinct absorb windows of the policy's metrics.
+    absorb_windows: SmallVec<[Millis; 4]>,
     total_weight: f64,
     uses_cpu: bool,
     uses_memory: bool,
@@ -162,6 +168,12 @@ fn percent_of(amount: i64, capacity: i64, capped: &mut bool) -> f64 {
 impl<'a> Request<'a> {
     fn new(policy: &'a Policy, snapshot: &'a Snapshot, pod: &'a Pod, now: UnixMillis) -> Self {
         let uses = |r| policy.metrics.iter().any(|m| m.resource == r);
+        let mut absorb_windows: SmallVec<[Millis; 4]> = SmallVec::new();
+        for m in &policy.metrics {
+            if !absorb_windows.contains(&m.absorb_window) {
+                absorb_windows.push(m.absorb_window);
+            }
+        }
         Request {
             policy,
             snapshot,
@@ -174,10 +186,12 @@ impl<'a> Request<'a> {
                     resource: m.resource,
                     max_age: m.max_age,
                     weight: m.weight,
+                    window: absorb_windows.iter().position(|w| *w == m.absorb_window).unwrap_or(0),
                     // `{}` of an f64 prints 65.0 as "65", as the policy file spells it.
                     over_limit: m.filter_above.map(|l| format!("% > {l}%")).unwrap_or_default(),
                 })
                 .collect(),
+            absorb_windows,
             total_weight: policy.metrics.iter().map(|m| m.weight).sum(),
             uses_cpu: uses(Resource::Cpu),
             uses_memory: uses(Resource::Memory),
@@ -187,24 +201,25 @@ impl<'a> Request<'a> {
     }
 
     fn shares(&self, slot: &NodeSlot, capacity: Capacity, stats: &mut Stats) -> Shares {
-        let ledger = if self.policy.ledger.enabled {
-            slot.unabsorbed(self.now, self.policy.ledger.absorb_window)
-        } else {
-            Usage::default()
-        };
         let mut capped = false;
         let mut shares = Shares::default();
-        if self.uses_cpu {
-            shares.cpu_ledger = percent_of(ledger.cpu_millis, capacity.cpu_millis, &mut capped);
-            shares.cpu_incoming =
-                percent_of(self.incoming.cpu_millis, capacity.cpu_millis, &mut capped);
+        let mut percent = |amount, capacity, used| {
+            if used { percent_of(amount, capacity, &mut capped) } else { 0.0 }
+        };
+        for window in &self.absorb_windows {
+            let ledger = if self.policy.ledger.enabled {
+                slot.unabsorbed(self.now, *window)
+            } else {
+                Usage::default()
+            };
+            shares.ledger.push((
+                percent(ledger.cpu_millis, capacity.cpu_millis, self.uses_cpu),
+                percent(ledger.memory_bytes, capacity.memory_bytes, self.uses_memory),
+            ));
         }
-        if self.uses_memory {
-            shares.memory_ledger =
-                percent_of(ledger.memory_bytes, capacity.memory_bytes, &mut capped);
-            shares.memory_incoming =
-                percent_of(self.incoming.memory_bytes, capacity.memory_bytes, &mut capped);
-        }
+        shares.cpu_incoming = percent(self.incoming.cpu_millis, capacity.cpu_millis, self.uses_cpu);
+        shares.memory_incoming =
+            percent(self.incoming.memory_bytes, capacity.memory_bytes, self.uses_memory);
         stats.capped_estimates += usize::from(capped);
         shares
     }
@@ -231,7 +246,7 @@ impl<'a> Request<'a> {
                 .filter(|s| self.now.since(s.at) <= metric.max_age)
                 .map(|s| s.value);
             stale |= observed.is_none();
-            let (ledger, incoming) = shares.of(metric.resource);
+            let (ledger, incoming) = shares.of(metric.resource, metric.window);
             Prediction { observed, ledger, incoming }
         }));
         stats.stale_nodes += usize::from(stale);
@@ -251,11 +266,11 @@ impl<'a> Request<'a> {
     }
 
     fn combine(&self, slot: Option<&NodeSlot>, predictions: Option<&[Prediction]>) -> f64 {
-        let weighted: f64 = match predictions {
+        let (weighted, cap) = match predictions {
             Some(p) => self.weighted_curve_sum(p),
-            None => self.unknown_score() * self.total_weight,
+            None => (self.unknown_score() * self.total_weight, f64::INFINITY),
         };
-        let score = weighted / self.total_weight;
+        let score = (weighted / self.total_weight).min(cap);
         match &self.policy.curve {
             Curve::Crane { hot_windows } => {
                 let hot: usize = hot_windows
@@ -273,9 +288,11 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// Σ weight × curve score over the metrics: `curve_score` with the curve chosen once per
-    /// node instead of once per metric (this sum is most of a Score's arithmetic).
-    fn weighted_curve_sum(&self, predictions: &[Prediction]) -> f64 {
+    /// Σ weight × curve score over the metrics, and the cap `Combine::OvershootDominates`
+    /// puts on the node's score (∞ when nothing overshoots): `curve_score` with the curve
+    /// chosen once per node instead of once per metric (this is most of a Score's
+    /// arithmetic).
+    fn weighted_curve_sum(&self, predictions: &[Prediction]) -> (f64, f64) {
         let stale = self.policy.stale.score;
         let sum = |curve: &dyn Fn(f64, f64) -> f64, stale: f64| -> f64 {
             self.metrics
@@ -288,11 +305,20 @@ impl<'a> Request<'a> {
         };
         match self.policy.curve {
             Curve::WaterLevel { target } => {
-                sum(&|_, predicted| water_level(target, predicted), stale)
+                let weighted = sum(&|_, predicted| water_level(target, predicted), stale);
+                let cap = match self.policy.combine {
+                    Combine::WeightedMean => f64::INFINITY,
+                    Combine::OvershootDominates => predictions
+                        .iter()
+                        .filter(|p| p.observed.is_some() && p.predicted() > target)
+                        .map(|p| water_level(target, p.predicted()))
+                        .fold(f64::INFINITY, f64::min),
+                };
+                (weighted, cap)
             }
-            Curve::LeastUsed => sum(&|_, predicted| least_used(predicted), stale),
+            Curve::LeastUsed => (sum(&|_, predicted| least_used(predicted), stale), f64::INFINITY),
             // Crane reads observed values only and counts missing ones as fully used.
-            Curve::Crane { .. } => sum(&|observed, _| least_used(observed), 0.0),
+            Curve::Crane { .. } => (sum(&|observed, _| least_used(observed), 0.0), f64::INFINITY),
         }
     }
 

@@ -141,6 +141,7 @@ pub fn entry_to_proto(entry: &LedgerEntry, absorb_remaining: Option<Millis>) -> 
         } as i32,
         labels: entry.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         absorb_remaining: absorb_remaining.map(duration),
+        absorb_remaining_by_metric: Default::default(),
     }
 }
 

@@ -163,8 +163,12 @@ async fn reserve_reaches_the_collector_and_other_scorers() -> Result<()> {
     assert_eq!((entry.pod_uid.as_str(), entry.node_name.as_str()), ("uid-1", "node-b"));
     assert_eq!(entry.source, pb::LedgerSource::Reserve as i32);
     assert_eq!(entry.cpu_millis, 850);
+    // Each default metric has its own absorb window: 7 m for the 5 m averages, 36.5 m for
+    // the 1 d maxima (5 m window + 30 m poll period + 90 s lag), the entry's whole span.
     let remaining = entry.absorb_remaining.unwrap_or_default().seconds;
-    assert!((400..=420).contains(&remaining), "absorb remaining {remaining}s of 7m");
+    assert!((2170..=2190).contains(&remaining), "absorb remaining {remaining}s of 36.5m");
+    let short = entry.absorb_remaining_by_metric["cpu_usage_avg_5m"].seconds;
+    assert!((400..=420).contains(&short), "5 m average: absorb remaining {short}s of 7m");
 
     a.unreserve(pb::UnreserveRequest { pod: Some(pod), node_name: "node-b".into() }).await?;
     wait_until(Duration::from_secs(10), || ledger_on_b(0.0)).await?;

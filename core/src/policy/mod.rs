@@ -31,6 +31,24 @@ pub struct MetricSpec {
     pub filter_above: Option<f64>,
     /// Samples older than this are stale.
     pub max_age: Millis,
+    /// The averaging window inside the query: a new pod shows fully in the value this long
+    /// after it starts (5 m for a 5 m average, and for a 1 h maximum of the 5 m average).
+    pub window: Millis,
+    /// How long a placement counts toward this metric's predicted value: until the metric
+    /// can show the pod (`derived_absorb_window` unless the file sets it).
+    pub absorb_window: Millis,
+}
+
+/// The averaging window of a metric that does not name one: the 5 m of every default query.
+pub const DEFAULT_METRIC_WINDOW: Millis = Millis(5 * 60_000);
+
+/// How long a placement must stay in the ledger for a metric: its averaging window (the pod
+/// reaches the average), plus one poll period (the collector reads the new value), plus the
+/// scrape and recording-rule lag. 5 m + 30 s + 90 s = 7 m for the 5 m metrics; the 1 h and
+/// 1 d maxima are polled every 5 and 30 minutes, so their pods stay 11.5 and 36.5 minutes —
+/// one absorb window for all (7 m) dropped pods before those samples could show them.
+pub fn derived_absorb_window(window: Millis, period: Millis, lag: Millis) -> Millis {
+    Millis(window.0 + period.0 + lag.0)
 }
 
 /// One window of Crane's "hot value": every `count` bindings within `window` add one.
@@ -48,6 +66,21 @@ pub enum Curve {
     LeastUsed,
     /// Crane-compatible: weighted least-used of observed values minus 10 × hot value.
     Crane { hot_windows: Vec<HotWindow> },
+}
+
+/// How the metrics' curve scores make one node score.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combine {
+    /// `Σ weight × curve / Σ weight`: the rule of design.md §4 as first written. Below the
+    /// target the water-level curve rises with load, so a dimension far below the target
+    /// (often memory) rewards stacking pods on a node whose cpu already runs past it.
+    WeightedMean,
+    /// The weighted mean, capped at the lowest curve score of any water-level metric whose
+    /// predicted value is above its target. An overshooting node then scores below the
+    /// target's own score (the curve falls under it past the target), while a node below
+    /// the target in every dimension scores at least that much — so no dimension is driven
+    /// past the target while another node has room in every dimension (`sim/`, SIMULATION.md).
+    OvershootDominates,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -85,9 +118,8 @@ pub struct StalePolicy {
 #[derive(Clone, Debug, PartialEq)]
 pub struct LedgerPolicy {
     pub enabled: bool,
-    /// How long a placement counts toward predicted load: the metric's window plus scrape
-    /// and rule lag.
-    pub absorb_window: Millis,
+    /// Scrape interval plus recording-rule lag: part of every metric's derived absorb window.
+    pub lag: Millis,
     /// How long a Reserve that no pod watch has confirmed is kept.
     pub reserve_ttl: Millis,
 }
@@ -109,6 +141,7 @@ pub enum ScoreMapping {
 pub struct Policy {
     pub metrics: Vec<MetricSpec>,
     pub curve: Curve,
+    pub combine: Combine,
     pub estimator: Estimator,
     pub stale: StalePolicy,
     pub ledger: LedgerPolicy,
@@ -117,6 +150,9 @@ pub struct Policy {
     pub node_labels: Vec<String>,
     pub extender_score_mapping: ScoreMapping,
 }
+
+/// Scrape interval and recording-rule evaluation lag of the shipped Prometheus set-up.
+pub const DEFAULT_LAG: Millis = Millis(90_000);
 
 /// The default max age of a metric's samples: three missed polls plus a minute.
 pub fn auto_max_age(period: Millis) -> Millis {
@@ -139,6 +175,8 @@ fn default_metric(
         weight,
         filter_above,
         max_age: auto_max_age(period),
+        window: DEFAULT_METRIC_WINDOW,
+        absorb_window: derived_absorb_window(DEFAULT_METRIC_WINDOW, period, DEFAULT_LAG),
     }
 }
 
@@ -211,11 +249,12 @@ impl Default for Policy {
         Policy {
             metrics: default_metrics(),
             curve: Curve::WaterLevel { target: 40.0 },
+            combine: Combine::OvershootDominates,
             estimator: Estimator::default(),
             stale: StalePolicy { filter: StaleFilter::Pass, score: 50.0 },
             ledger: LedgerPolicy {
                 enabled: true,
-                absorb_window: Millis::from_mins(7),
+                lag: DEFAULT_LAG,
                 reserve_ttl: Millis::from_mins(15),
             },
             anti_colocation: Vec::new(),
@@ -230,14 +269,20 @@ impl Policy {
         self.metrics.iter().find(|m| m.name == name)
     }
 
-    /// The longest window the ledger must remember bindings for (absorb window, or the
-    /// largest Crane hot-value window).
+    /// The longest window the ledger must remember bindings for (the longest absorb
+    /// window, or the largest Crane hot-value window).
     pub fn ledger_horizon(&self) -> Millis {
         let hot = match &self.curve {
             Curve::Crane { hot_windows } => hot_windows.iter().map(|w| w.window).max(),
             _ => None,
         };
-        hot.unwrap_or_default().max(self.ledger.absorb_window)
+        hot.unwrap_or_default().max(self.longest_absorb_window())
+    }
+
+    /// The longest of the metrics' absorb windows: how long the newest placement still
+    /// counts toward some metric.
+    pub fn longest_absorb_window(&self) -> Millis {
+        self.metrics.iter().map(|m| m.absorb_window).max().unwrap_or_default()
     }
 
     /// The labels a ledger entry keeps: only those an anti-colocation rule reads. Every other

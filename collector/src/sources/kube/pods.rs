@@ -310,8 +310,8 @@ impl Index<KubePod> for PodIndex {
         self.placed = live.iter().map(|e| (e.uid.clone(), e.node.clone())).collect();
         let count = live.len();
         // A Reserve the list does not show yet may be a bind under way: keep it for the
-        // absorb window (it counts that long anyway).
-        let grace = self.policy.get().ledger.absorb_window;
+        // longest absorb window (it counts that long anyway).
+        let grace = self.policy.get().longest_absorb_window();
         self.state.reset_ledger(live, UnixMillis::now(), grace);
         tracing::info!(pods = count, "pod list synced into the ledger");
         self.synced.send_replace(true);

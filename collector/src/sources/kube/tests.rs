@@ -108,7 +108,7 @@ fn scheduled(minute: i64) -> UnixMillis {
 
 /// The whole ledger, as ListNodes shows it (sorted by placement time, then uid).
 fn entries(state: &ClusterState) -> Vec<LedgerEntry> {
-    let listed = state.list(&[], UnixMillis(0), Millis(0));
+    let listed = state.list(&[], UnixMillis(0), &[]);
     listed.ledger.iter().map(|e| entry_from_proto(e).unwrap()).collect()
 }
 
@@ -178,9 +178,10 @@ async fn gone_relists_and_drops_pods_deleted_meanwhile() {
 
     api.list(PODS, "10", vec![pod("a", "node-1", 1, 5), pod("b", "node-1", 2, 6)]).await;
     api.watch(PODS, vec![event("ADDED", &pod("c", "node-2", 3, 11)), gone()]).await;
-    // A scheduler reserves while the watch is down: one bind still under way, one long ago.
+    // A scheduler reserves while the watch is down: one bind still under way, one longer ago
+    // than the longest absorb window (the default 1 d metric's 36.5 m).
     state.place(reserve("uid-binding", UnixMillis::now()));
-    state.place(reserve("uid-stale", UnixMillis::now().minus(Millis::from_mins(30))));
+    state.place(reserve("uid-stale", UnixMillis::now().minus(Millis::from_mins(60))));
 
     // 410: after the backoff the watcher lists again; b was deleted meanwhile.
     api.list(PODS, "20", vec![pod("a", "node-1", 1, 5), pod("c", "node-2", 3, 11)]).await;
@@ -289,7 +290,7 @@ async fn nodes_give_capacity_and_addresses_and_leave_when_deleted() {
     let addresses = Addresses::default();
     spawn_node_watch(client, state.clone(), Some(Box::new(addresses.clone())));
     let capacity = |name: &str| {
-        let listed = state.list(&[name.to_string()], UnixMillis(0), Millis(0));
+        let listed = state.list(&[name.to_string()], UnixMillis(0), &[]);
         listed.nodes.first().and_then(|n| n.capacity).map(|c| c.cpu_millis)
     };
 

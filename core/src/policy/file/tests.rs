@@ -87,7 +87,16 @@ fn all_zero_weights_are_rejected() {
 fn crane_curve_defaults_its_hot_windows() {
     let policy = parse_policy("curve: {kind: crane}").unwrap();
     assert_eq!(policy.curve, Curve::Crane { hot_windows: default_hot_windows() });
-    assert_eq!(policy.ledger_horizon(), Millis::from_mins(7));
+    // The default metrics' longest absorb window: the 1 d maximum, 5 m window + 30 m poll
+    // period + 90 s lag = 36.5 m, longer than the hot value's 5 m.
+    assert_eq!(policy.ledger_horizon(), Millis::from_secs(36 * 60 + 30));
+    let one_metric = "metrics: [{name: c, resource: cpu, query: q, period: 30s, weight: 1}]\n";
+    let policy = parse_policy(&format!(
+        "{one_metric}curve: {{kind: crane, hotValue: [{{window: 10m, count: 5}}]}}"
+    ))
+    .unwrap();
+    // 5 m + 30 s + 90 s = 7 m absorb, shorter than the 10 m hot window.
+    assert_eq!(policy.ledger_horizon(), Millis::from_mins(10));
     let err =
         parse_policy("curve: {kind: crane, hotValue: [{window: 1m, count: 0}]}").unwrap_err().0;
     assert!(err.contains("count"), "{err}");
@@ -116,4 +125,45 @@ fn stale_reject_and_rescale_and_anti_colocation_parse() {
     assert_eq!(policy.extender_score_mapping, ScoreMapping::Rescale);
     assert_eq!(policy.anti_colocation[0].label_key, "waterline.io/spread-group");
     assert!(!policy.ledger.enabled);
+}
+
+#[test]
+fn absorb_windows_follow_each_metric_unless_the_file_sets_them() {
+    let policy = parse_policy("").unwrap();
+    let windows: Vec<Millis> = policy.metrics.iter().map(|m| m.absorb_window).collect();
+    // window 5 m + poll period + lag 90 s: 5m+30s+90s = 7 m, 5m+5m+90s = 11.5 m,
+    // 5m+30m+90s = 36.5 m, for cpu and for memory.
+    let (short, hour, day) =
+        (Millis::from_mins(7), Millis::from_secs(690), Millis::from_secs(2190));
+    assert_eq!(windows, vec![short, hour, day, short, hour, day]);
+
+    let text = "\
+metrics:
+  - {name: a, resource: cpu, query: q, period: 1m, weight: 1, window: 10m}
+  - {name: b, resource: cpu, query: q, period: 1m, weight: 1, absorbWindow: 3m}
+ledger: {lag: 0s}
+";
+    let policy = parse_policy(text).unwrap();
+    // a: 10 m + 1 m + 0 s; b: as written.
+    assert_eq!(policy.metrics[0].absorb_window, Millis::from_mins(11));
+    assert_eq!(policy.metrics[1].absorb_window, Millis::from_mins(3));
+
+    // The old single window still applies to every metric that does not set its own.
+    let policy = parse_policy("ledger: {absorbWindow: 9m}").unwrap();
+    assert!(policy.metrics.iter().all(|m| m.absorb_window == Millis::from_mins(9)));
+
+    let err = parse_policy(
+        "metrics:\n  - {name: a, resource: cpu, query: q, period: 1m, weight: 1, window: 0s}\n",
+    )
+    .unwrap_err()
+    .0;
+    assert!(err.contains("metrics[0].window") && err.contains("line 2"), "{err}");
+}
+
+#[test]
+fn combine_defaults_to_overshoot_dominates_and_names_a_bad_value() {
+    assert_eq!(parse_policy("").unwrap().combine, Combine::OvershootDominates);
+    assert_eq!(parse_policy("combine: weightedMean").unwrap().combine, Combine::WeightedMean);
+    let err = parse_policy("curve: {kind: leastUsed}\ncombine: average\n").unwrap_err().0;
+    assert!(err.contains("combine") && err.contains("average") && err.contains("line 2"), "{err}");
 }

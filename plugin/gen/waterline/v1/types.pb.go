@@ -394,10 +394,15 @@ type LedgerEntry struct {
 	Source      LedgerSource `protobuf:"varint,8,opt,name=source,proto3,enum=waterline.v1.LedgerSource" json:"source,omitempty"`
 	// Pod labels, kept for anti-colocation rules.
 	Labels map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Only in ListNodes answers: how long the entry still counts toward predicted load.
+	// Only in ListNodes answers: how long the entry still counts toward some metric's
+	// predicted value (the longest of absorb_remaining_by_metric).
 	AbsorbRemaining *durationpb.Duration `protobuf:"bytes,10,opt,name=absorb_remaining,json=absorbRemaining,proto3" json:"absorb_remaining,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Only in ListNodes answers: per policy metric, how long the entry still counts toward
+	// it. Each metric has its own absorb window (its averaging window + poll period + lag), so
+	// a pod leaves the 5 m average's prediction before the 1 h and 1 d maxima's.
+	AbsorbRemainingByMetric map[string]*durationpb.Duration `protobuf:"bytes,11,rep,name=absorb_remaining_by_metric,json=absorbRemainingByMetric,proto3" json:"absorb_remaining_by_metric,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *LedgerEntry) Reset() {
@@ -500,6 +505,13 @@ func (x *LedgerEntry) GetAbsorbRemaining() *durationpb.Duration {
 	return nil
 }
 
+func (x *LedgerEntry) GetAbsorbRemainingByMetric() map[string]*durationpb.Duration {
+	if x != nil {
+		return x.AbsorbRemainingByMetric
+	}
+	return nil
+}
+
 var File_waterline_v1_types_proto protoreflect.FileDescriptor
 
 const file_waterline_v1_types_proto_rawDesc = "" +
@@ -534,7 +546,7 @@ const file_waterline_v1_types_proto_rawDesc = "" +
 	"\tNodeState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\bcapacity\x18\x02 \x01(\v2\x16.waterline.v1.CapacityR\bcapacity\x124\n" +
-	"\ametrics\x18\x03 \x03(\v2\x1a.waterline.v1.MetricSampleR\ametrics\"\xe4\x03\n" +
+	"\ametrics\x18\x03 \x03(\v2\x1a.waterline.v1.MetricSampleR\ametrics\"\xc0\x05\n" +
 	"\vLedgerEntry\x12\x17\n" +
 	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -547,10 +559,14 @@ const file_waterline_v1_types_proto_rawDesc = "" +
 	"\x06source\x18\b \x01(\x0e2\x1a.waterline.v1.LedgerSourceR\x06source\x12=\n" +
 	"\x06labels\x18\t \x03(\v2%.waterline.v1.LedgerEntry.LabelsEntryR\x06labels\x12D\n" +
 	"\x10absorb_remaining\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\x0fabsorbRemaining\x1a9\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x0fabsorbRemaining\x12s\n" +
+	"\x1aabsorb_remaining_by_metric\x18\v \x03(\v26.waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntryR\x17absorbRemainingByMetric\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ae\n" +
+	"\x1cAbsorbRemainingByMetricEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05value:\x028\x01*a\n" +
 	"\fLedgerSource\x12\x1d\n" +
 	"\x19LEDGER_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15LEDGER_SOURCE_RESERVE\x10\x01\x12\x17\n" +
@@ -571,7 +587,7 @@ func file_waterline_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_waterline_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_waterline_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_waterline_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_waterline_v1_types_proto_goTypes = []any{
 	(LedgerSource)(0),             // 0: waterline.v1.LedgerSource
 	(*PodInfo)(nil),               // 1: waterline.v1.PodInfo
@@ -581,23 +597,26 @@ var file_waterline_v1_types_proto_goTypes = []any{
 	(*LedgerEntry)(nil),           // 5: waterline.v1.LedgerEntry
 	nil,                           // 6: waterline.v1.PodInfo.LabelsEntry
 	nil,                           // 7: waterline.v1.LedgerEntry.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
+	nil,                           // 8: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
 }
 var file_waterline_v1_types_proto_depIdxs = []int32{
-	6, // 0: waterline.v1.PodInfo.labels:type_name -> waterline.v1.PodInfo.LabelsEntry
-	8, // 1: waterline.v1.MetricSample.sampled_at:type_name -> google.protobuf.Timestamp
-	2, // 2: waterline.v1.NodeState.capacity:type_name -> waterline.v1.Capacity
-	3, // 3: waterline.v1.NodeState.metrics:type_name -> waterline.v1.MetricSample
-	8, // 4: waterline.v1.LedgerEntry.placed_at:type_name -> google.protobuf.Timestamp
-	0, // 5: waterline.v1.LedgerEntry.source:type_name -> waterline.v1.LedgerSource
-	7, // 6: waterline.v1.LedgerEntry.labels:type_name -> waterline.v1.LedgerEntry.LabelsEntry
-	9, // 7: waterline.v1.LedgerEntry.absorb_remaining:type_name -> google.protobuf.Duration
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	6,  // 0: waterline.v1.PodInfo.labels:type_name -> waterline.v1.PodInfo.LabelsEntry
+	9,  // 1: waterline.v1.MetricSample.sampled_at:type_name -> google.protobuf.Timestamp
+	2,  // 2: waterline.v1.NodeState.capacity:type_name -> waterline.v1.Capacity
+	3,  // 3: waterline.v1.NodeState.metrics:type_name -> waterline.v1.MetricSample
+	9,  // 4: waterline.v1.LedgerEntry.placed_at:type_name -> google.protobuf.Timestamp
+	0,  // 5: waterline.v1.LedgerEntry.source:type_name -> waterline.v1.LedgerSource
+	7,  // 6: waterline.v1.LedgerEntry.labels:type_name -> waterline.v1.LedgerEntry.LabelsEntry
+	10, // 7: waterline.v1.LedgerEntry.absorb_remaining:type_name -> google.protobuf.Duration
+	8,  // 8: waterline.v1.LedgerEntry.absorb_remaining_by_metric:type_name -> waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
+	10, // 9: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry.value:type_name -> google.protobuf.Duration
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_types_proto_init() }
@@ -611,7 +630,7 @@ func file_waterline_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waterline_v1_types_proto_rawDesc), len(file_waterline_v1_types_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

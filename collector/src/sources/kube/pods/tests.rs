@@ -182,7 +182,7 @@ fn two_conversions_of_the_same_pod_are_identical() {
 }
 
 mod index {
-    use waterline_core::{Millis, Policy};
+    use waterline_core::Policy;
 
     use super::*;
     use crate::sources::kube::Index;
@@ -194,7 +194,7 @@ mod index {
     }
 
     fn uids(state: &ClusterState) -> Vec<String> {
-        let listed = state.list(&[], UnixMillis(0), Millis(0));
+        let listed = state.list(&[], UnixMillis(0), &[]);
         let mut uids: Vec<String> = listed.ledger.into_iter().map(|e| e.pod_uid).collect();
         uids.sort();
         uids
@@ -225,7 +225,7 @@ mod index {
 
         // Bound: the watch confirms the placement.
         index.apply(kube_pod(running("1", "1Gi")));
-        let listed = state.list(&[], UnixMillis(0), Millis(0));
+        let listed = state.list(&[], UnixMillis(0), &[]);
         assert_eq!(listed.ledger[0].source, waterline_api::v1::LedgerSource::Watch as i32);
 
         let mut done = running("1", "1Gi");

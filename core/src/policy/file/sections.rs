@@ -1,0 +1,312 @@
+//! One function per section of the policy file: the file's shape of the section in, the
+//! domain's out, every cross-field rule checked with the field and line named.
+
+use serde::Deserialize;
+
+use super::values::{ByteQuantity, CpuQuantity, Duration, MaxAge, NonNegative, Percent, Span};
+use super::{Located, PolicyError};
+use crate::policy::*;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ResourceFile {
+    Cpu,
+    Memory,
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct MetricFile {
+    name: String,
+    resource: ResourceFile,
+    query: String,
+    period: Duration,
+    weight: NonNegative,
+    filter_above: Option<Percent>,
+    max_age: Option<MaxAge>,
+    /// The averaging window inside the query (the 5 m of a 5 m average, also of a 1 h max
+    /// of the 5 m average): how long a new pod takes to show fully in the value.
+    window: Option<Duration>,
+    absorb_window: Option<Duration>,
+}
+
+/// What the metric list's defaults depend on from other sections.
+pub(super) struct MetricDefaults {
+    pub max_age: MaxAge,
+    /// `ledger.lag`: scrape and rule evaluation lag.
+    pub lag: Millis,
+    /// `ledger.absorbWindow`, when set: one window for every metric (the old form).
+    pub absorb_window: Option<Millis>,
+}
+
+fn max_age(max_age: MaxAge, period: Millis) -> Millis {
+    match max_age {
+        MaxAge::Auto => auto_max_age(period),
+        MaxAge::Fixed(span) => span,
+    }
+}
+
+pub(super) fn metrics(
+    at: &Located,
+    list: Option<Vec<MetricFile>>,
+    defaults: &MetricDefaults,
+) -> Result<Vec<MetricSpec>, PolicyError> {
+    let absorb = |window: Millis, period: Millis, explicit: Option<Millis>| {
+        explicit
+            .or(defaults.absorb_window)
+            .unwrap_or_else(|| derived_absorb_window(window, period, defaults.lag))
+    };
+    let Some(list) = list else {
+        return Ok(default_metrics()
+            .into_iter()
+            .map(|m| MetricSpec {
+                max_age: max_age(defaults.max_age, m.period),
+                absorb_window: absorb(m.window, m.period, None),
+                ..m
+            })
+            .collect());
+    };
+    if list.is_empty() {
+        return Err(at.error("metrics", "at least one metric is needed", "metrics", 0));
+    }
+    let mut metrics: Vec<MetricSpec> = Vec::with_capacity(list.len());
+    for (i, m) in list.into_iter().enumerate() {
+        if m.name.trim().is_empty() {
+            return Err(PolicyError(format!("metrics[{i}].name: must not be empty")));
+        }
+        if let Some(earlier) = metrics.iter().position(|x| x.name == m.name) {
+            let why = format!("'{}' is already the name of metrics[{earlier}]", m.name);
+            return Err(at.error(&format!("metrics[{i}].name"), &why, &m.name, 1));
+        }
+        if m.query.trim().is_empty() {
+            return Err(at.error(&format!("metrics[{i}].query"), "must not be empty", &m.name, 0));
+        }
+        let period = m.period.0;
+        let window = m.window.map_or(DEFAULT_METRIC_WINDOW, |w| w.0);
+        metrics.push(MetricSpec {
+            name: m.name,
+            resource: match m.resource {
+                ResourceFile::Cpu => Resource::Cpu,
+                ResourceFile::Memory => Resource::Memory,
+                ResourceFile::Other => Resource::Other,
+            },
+            query: m.query,
+            period,
+            weight: m.weight.0,
+            filter_above: m.filter_above.map(|p| p.0),
+            max_age: max_age(m.max_age.unwrap_or(defaults.max_age), period),
+            window,
+            absorb_window: absorb(window, period, m.absorb_window.map(|w| w.0)),
+        });
+    }
+    if metrics.iter().map(|m| m.weight).sum::<f64>() <= 0.0 {
+        return Err(at.error("metrics[].weight", "the weights must not all be zero", "weight", 0));
+    }
+    Ok(metrics)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct HotWindowFile {
+    window: Duration,
+    count: u32,
+}
+
+#[derive(Deserialize, PartialEq)]
+pub(super) enum CurveKind {
+    #[serde(rename = "waterLevel")]
+    WaterLevel,
+    #[serde(rename = "leastUsed")]
+    LeastUsed,
+    #[serde(rename = "crane")]
+    Crane,
+}
+
+/// A flat struct rather than a tagged enum: serde buffers tagged enums, which loses the
+/// path and line of a bad field.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct CurveFile {
+    kind: CurveKind,
+    target: Option<Percent>,
+    hot_value: Option<Vec<HotWindowFile>>,
+}
+
+pub(super) fn curve(at: &Located, file: Option<CurveFile>) -> Result<Curve, PolicyError> {
+    let Some(curve) = file else { return Ok(Policy::default().curve) };
+    if curve.kind != CurveKind::WaterLevel && curve.target.is_some() {
+        let why = "only the waterLevel curve has a target";
+        return Err(at.error("curve.target", why, "target", 0));
+    }
+    if curve.kind != CurveKind::Crane && curve.hot_value.is_some() {
+        let why = "only the crane curve has a hot value";
+        return Err(at.error("curve.hotValue", why, "hotValue", 0));
+    }
+    Ok(match curve.kind {
+        CurveKind::WaterLevel => {
+            let target = curve.target.map_or(40.0, |t| t.0);
+            if target <= 0.0 || target >= 100.0 {
+                let why = format!("{target} must be strictly between 0 and 100");
+                return Err(at.error("curve.target", &why, "target", 0));
+            }
+            Curve::WaterLevel { target }
+        }
+        CurveKind::LeastUsed => Curve::LeastUsed,
+        CurveKind::Crane => {
+            let Some(list) = curve.hot_value else {
+                return Ok(Curve::Crane { hot_windows: default_hot_windows() });
+            };
+            let mut hot_windows = Vec::new();
+            for (i, w) in list.into_iter().enumerate() {
+                if w.count == 0 {
+                    let field = format!("curve.hotValue[{i}].count");
+                    return Err(at.error(&field, "must be at least 1", "count", i));
+                }
+                hot_windows.push(HotWindow { window: w.window.0, count: w.count });
+            }
+            Curve::Crane { hot_windows }
+        }
+    })
+}
+
+#[derive(Deserialize)]
+pub(super) enum CombineFile {
+    #[serde(rename = "overshootDominates")]
+    OvershootDominates,
+    #[serde(rename = "weightedMean")]
+    WeightedMean,
+}
+
+pub(super) fn combine(file: Option<CombineFile>) -> Combine {
+    match file {
+        None | Some(CombineFile::OvershootDominates) => Combine::OvershootDominates,
+        Some(CombineFile::WeightedMean) => Combine::WeightedMean,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct EstimatorFile {
+    cpu_factor: Option<NonNegative>,
+    memory_factor: Option<NonNegative>,
+    best_effort_cpu: Option<CpuQuantity>,
+    best_effort_memory: Option<ByteQuantity>,
+}
+
+pub(super) fn estimator(file: Option<EstimatorFile>) -> Estimator {
+    let defaults = Estimator::default();
+    let Some(e) = file else { return defaults };
+    Estimator {
+        cpu_factor: e.cpu_factor.map_or(defaults.cpu_factor, |f| f.0),
+        memory_factor: e.memory_factor.map_or(defaults.memory_factor, |f| f.0),
+        best_effort_cpu_millis: e.best_effort_cpu.map_or(defaults.best_effort_cpu_millis, |q| q.0),
+        best_effort_memory_bytes: e
+            .best_effort_memory
+            .map_or(defaults.best_effort_memory_bytes, |q| q.0),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum StaleFilterFile {
+    Pass,
+    Reject,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct StaleFile {
+    pub max_age: Option<MaxAge>,
+    filter: Option<StaleFilterFile>,
+    score: Option<Percent>,
+}
+
+pub(super) fn stale(file: &StaleFile) -> StalePolicy {
+    StalePolicy {
+        filter: match file.filter {
+            None | Some(StaleFilterFile::Pass) => StaleFilter::Pass,
+            Some(StaleFilterFile::Reject) => StaleFilter::Reject,
+        },
+        score: file.score.map_or(Policy::default().stale.score, |p| p.0),
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct LedgerFile {
+    enabled: Option<bool>,
+    pub absorb_window: Option<Duration>,
+    pub lag: Option<Span>,
+    reserve_ttl: Option<Duration>,
+}
+
+pub(super) fn ledger(file: &LedgerFile) -> LedgerPolicy {
+    let defaults = Policy::default().ledger;
+    LedgerPolicy {
+        enabled: file.enabled.unwrap_or(defaults.enabled),
+        lag: file.lag.map_or(defaults.lag, |d| d.0),
+        reserve_ttl: file.reserve_ttl.map_or(defaults.reserve_ttl, |d| d.0),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct AntiColocationFile {
+    label_key: String,
+}
+
+pub(super) fn anti_colocation(
+    at: &Located,
+    file: Option<Vec<AntiColocationFile>>,
+) -> Result<Vec<AntiColocation>, PolicyError> {
+    let mut rules = Vec::new();
+    for (i, rule) in file.unwrap_or_default().into_iter().enumerate() {
+        if rule.label_key.trim().is_empty() {
+            let field = format!("antiColocation[{i}].labelKey");
+            return Err(at.error(&field, "must not be empty", "labelKey", i));
+        }
+        rules.push(AntiColocation { label_key: rule.label_key });
+    }
+    Ok(rules)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct NodeMappingFile {
+    labels: Vec<String>,
+}
+
+pub(super) fn node_labels(
+    at: &Located,
+    file: Option<NodeMappingFile>,
+) -> Result<Vec<String>, PolicyError> {
+    match file {
+        None => Ok(Policy::default().node_labels),
+        Some(m) if m.labels.is_empty() => {
+            let why = "at least one label is needed";
+            Err(at.error("nodeMapping.labels", why, "labels", 0))
+        }
+        Some(m) => Ok(m.labels),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) enum ScoreMappingFile {
+    Round,
+    Rescale,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct ExtenderFile {
+    score_mapping: Option<ScoreMappingFile>,
+}
+
+pub(super) fn extender_score_mapping(file: Option<ExtenderFile>) -> ScoreMapping {
+    match file.and_then(|e| e.score_mapping) {
+        None | Some(ScoreMappingFile::Round) => ScoreMapping::Round,
+        Some(ScoreMappingFile::Rescale) => ScoreMapping::Rescale,
+    }
+}
