@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test tier, in order: installs what a fresh machine lacks, builds, then runs
-#   1. proto lint (buf, STANDARD rules), deploy/ manifest validation, rustfmt
+#   1. proto lint (buf, STANDARD rules), deploy/ manifest validation (kustomize, alerts,
+#      dashboard, Helm chart), rustfmt
 #   2. Rust unit and integration tests (real binaries, real Prometheus, loopback only)
 #   3. Go tests of the scheduler plugin (if present)
 #   4. the end-to-end suite on a real kube-apiserver + kube-scheduler (if present)
@@ -26,8 +27,11 @@ step "proto lint (buf lint, STANDARD)"
 buf lint
 buf format --diff --exit-code
 
-step "deploy/ manifests (kubectl kustomize + kubernetes-validate --strict, offline)"
+step "deploy/ manifests (kubectl kustomize + kubernetes-validate --strict, offline; promtool check/test of the alerts; the dashboard)"
 scripts/deps/manifests.sh --check
+
+step "deploy/helm chart (helm lint, helm template + kubernetes-validate --strict, same objects as kustomize)"
+scripts/deps/helm.sh --check
 
 step "rust: formatting and clippy"
 cargo fmt --all -- --check

@@ -1,0 +1,100 @@
+{{/*
+Labels on every object's metadata: the four Helm standard labels plus the part-of label
+deploy/ (kustomize) sets. Selectors and pod templates carry only name and component, as in
+deploy/, so the rendered objects compare equal to the kustomize base apart from these.
+*/}}
+{{- define "waterline.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: waterline
+{{- end }}
+
+{{- define "waterline.namespace" -}}
+{{ .Values.namespace.name }}
+{{- end }}
+
+{{- define "waterline.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* imagePullSecrets of a pod spec (nothing when the list is empty). */}}
+{{- define "waterline.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Pod-level security context of every waterline pod (Pod Security `restricted`). */}}
+{{- define "waterline.podSecurityContext" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  seccompProfile:
+    type: RuntimeDefault
+{{- end }}
+
+{{- define "waterline.containerSecurityContext" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  runAsNonRoot: true
+  capabilities:
+    drop: [ALL]
+  seccompProfile:
+    type: RuntimeDefault
+{{- end }}
+
+{{/* nodeSelector, tolerations, affinity of a component's values (nothing when empty). */}}
+{{- define "waterline.placement" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The policy file's text: the value as it is, or a map rendered as YAML. */}}
+{{- define "waterline.policy" -}}
+{{- if kindIs "string" .Values.policy -}}
+{{ .Values.policy }}
+{{- else -}}
+{{ toYaml .Values.policy }}
+{{- end -}}
+{{- end }}
+
+{{/*
+The name kustomize's configMapGenerator gives a ConfigMap with `data`: <name>-<hash>, the hash
+being sha256 of {"data":...,"kind":"ConfigMap","name":""} as Go's encoding/json writes it
+(kustomize/api hasher: its metadata/name lookup finds nothing, hence the empty name), first
+10 hex digits with 0 1 3 a e replaced by g h k m t. Like kustomize's, the name changes with
+the content, so kube-scheduler (which reads its configuration once) rolls on every edit.
+Arguments: (list name data).
+*/}}
+{{- define "waterline.kustomizeHashName" -}}
+{{- $name := index . 0 -}}
+{{- $data := index . 1 -}}
+{{- $hash := dict "data" $data "kind" "ConfigMap" "name" "" | toJson | sha256sum | trunc 10 -}}
+{{- $hash = $hash | replace "0" "g" | replace "1" "h" | replace "3" "k" | replace "a" "m" | replace "e" "t" -}}
+{{ $name }}-{{ $hash }}
+{{- end }}
+
+{{- define "waterline.scorerUrl" -}}
+{{ if .Values.tls.enabled }}https{{ else }}http{{ end }}://waterline-scorer.{{ include "waterline.namespace" . }}.svc:{{ .Values.scorer.grpcPort }}
+{{- end }}
+
+{{- define "waterline.collectorUrl" -}}
+{{ if .Values.tls.enabled }}https{{ else }}http{{ end }}://waterline-collector.{{ include "waterline.namespace" . }}.svc:{{ .Values.collector.grpcPort }}
+{{- end }}
