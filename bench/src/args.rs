@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, Parser, Subcommand};
+use waterline_core::time::parse_std_duration;
 
 /// Load generator for waterline's request paths.
 ///
@@ -81,7 +82,7 @@ pub struct LoadArgs {
     pub connections: usize,
 
     /// Stop after this long (e.g. 10s, 1m); the default when --requests is not given.
-    #[arg(long, short = 'd', value_parser = parse_duration, default_value = "10s")]
+    #[arg(long, short = 'd', value_parser = parse_std_duration, default_value = "10s")]
     pub duration: Duration,
 
     /// Stop after this many requests (and at --duration, whichever comes first).
@@ -89,11 +90,11 @@ pub struct LoadArgs {
     pub requests: Option<u64>,
 
     /// Unrecorded warm-up before measuring (connections, caches, allocator).
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_parser = parse_std_duration, default_value = "1s")]
     pub warmup: Duration,
 
     /// A request taking longer than this fails (and is counted as an error).
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_parser = parse_std_duration, default_value = "5s")]
     pub timeout: Duration,
 }
 
@@ -198,44 +199,27 @@ pub struct FootprintArgs {
     pub concurrency: usize,
 
     /// Window over which the collector's CPU time is measured (idle, refreshing only).
-    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    #[arg(long, value_parser = parse_std_duration, default_value = "30s")]
     pub duration: Duration,
 
     /// After the Reserves, wait at most this long for the scorer's forward queue to empty and
     /// the collector's ledger gauge to show --reserves entries (the time it took is reported).
-    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    #[arg(long, value_parser = parse_std_duration, default_value = "120s")]
     pub drain_timeout: Duration,
 
     /// Then wait this long more before the "filled" reading.
-    #[arg(long, value_parser = parse_duration, default_value = "3s")]
+    #[arg(long, value_parser = parse_std_duration, default_value = "3s")]
     pub settle: Duration,
 
     #[command(flatten)]
     pub spawn: SpawnArgs,
 }
 
-/// `500ms`, `10s`, `2m`, or plain seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .map(|i| text.split_at(i))
-        .unwrap_or((text, "s"));
-    let value: f64 = number.parse().map_err(|_| format!("'{text}' is not a duration like 10s"))?;
-    let secs = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        _ => return Err(format!("'{text}': unit must be ms, s or m")),
-    };
-    Ok(Duration::from_secs_f64(secs))
-}
-
 #[derive(ClapArgs, Debug, Clone)]
 pub struct PrometheusArgs {
     /// Window after the first refresh over which PromQL requests and collector CPU are
     /// counted (the default policy's 5-minute metrics poll every 30 s).
-    #[arg(long, value_parser = parse_duration, default_value = "35s")]
+    #[arg(long, value_parser = parse_std_duration, default_value = "35s")]
     pub steady: Duration,
 
     #[command(flatten)]

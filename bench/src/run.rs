@@ -312,8 +312,7 @@ async fn footprint(f: &FootprintArgs, progress: bool) -> Result<Value> {
 
     // CPU over an idle window: the synthetic source refreshes every node each interval and
     // streams the update to the scorer; nothing else runs.
-    let interval =
-        crate::args::parse_duration(&f.spawn.synthetic_interval).map_err(anyhow::Error::msg)?;
+    let interval = waterline_core::time::parse_std_duration(&f.spawn.synthetic_interval)?;
     let (c0, s0) = (stack.collector.stat()?, stack.scorer.stat()?);
     tokio::time::sleep(f.duration).await;
     let (c1, s1) = (stack.collector.stat()?, stack.scorer.stat()?);

@@ -2,6 +2,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
+use waterline_core::time::parse_std_duration;
 use waterline_runtime::args::{CommonArgs, parse_addr};
 
 /// Collects node usage and recent placements, and streams them to waterline scorers.
@@ -33,7 +34,7 @@ pub struct Args {
     pub synthetic_nodes: Option<usize>,
 
     /// How often the synthetic cluster's usage moves.
-    #[arg(long, default_value = "5s", value_parser = parse_span)]
+    #[arg(long, default_value = "5s", value_parser = parse_std_duration)]
     pub synthetic_interval: std::time::Duration,
 
     /// Seed of the synthetic cluster (same seed, same cluster).
@@ -96,10 +97,6 @@ impl Args {
     pub fn owns_nodes(&self) -> bool {
         self.static_file.is_some() || self.synthetic_nodes.is_some()
     }
-}
-
-pub fn parse_span(text: &str) -> Result<std::time::Duration, String> {
-    waterline_core::time::parse_duration(text).map(|m| m.as_std())
 }
 
 #[cfg(test)]

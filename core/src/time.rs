@@ -59,8 +59,23 @@ impl fmt::Display for Millis {
     }
 }
 
-/// Parses durations such as `500ms`, `30s`, `5m`, `1h30m`, `1d`.
-pub fn parse_duration(text: &str) -> Result<Millis, String> {
+/// A duration that does not parse, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DurationError(String);
+
+/// Parses durations such as `500ms`, `30s`, `5m`, `1h30m`, `1d`: the one duration syntax
+/// of the policy file, the static node file and every binary's flags.
+pub fn parse_duration(text: &str) -> Result<Millis, DurationError> {
+    parse(text).map_err(DurationError)
+}
+
+/// `parse_duration` as a `std::time::Duration`, for command-line flags.
+pub fn parse_std_duration(text: &str) -> Result<std::time::Duration, DurationError> {
+    parse_duration(text).map(Millis::as_std)
+}
+
+fn parse(text: &str) -> Result<Millis, String> {
     let text = text.trim();
     if text.is_empty() {
         return Err("empty duration".into());
@@ -111,8 +126,8 @@ mod tests {
     #[test]
     fn rejects_bad_durations_with_a_reason() {
         assert!(parse_duration("").is_err());
-        assert!(parse_duration("30").unwrap_err().contains("unit"));
-        assert!(parse_duration("5x").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("30").unwrap_err().to_string().contains("unit"));
+        assert!(parse_duration("5x").unwrap_err().to_string().contains("unknown unit"));
         assert!(parse_duration("m").is_err());
     }
 

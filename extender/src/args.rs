@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use waterline_core::time::parse_std_duration;
 use waterline_runtime::args::{CommonArgs, parse_addr};
 
 /// kube-scheduler HTTP extender backed by the waterline scorer.
@@ -47,7 +48,7 @@ pub struct Args {
 
     /// Longest wait for the scorer before answering neutrally (keep it below the
     /// scheduler's `httpTimeout`).
-    #[arg(long, default_value = "200ms", value_parser = parse_span, env = "WATERLINE_SCORER_TIMEOUT")]
+    #[arg(long, default_value = "200ms", value_parser = parse_std_duration, env = "WATERLINE_SCORER_TIMEOUT")]
     pub scorer_timeout: Duration,
 
     /// Largest request body accepted (413 above it), e.g. 64Mi. Names-only requests are
@@ -71,10 +72,6 @@ pub struct Args {
 
     #[command(flatten)]
     pub common: CommonArgs,
-}
-
-pub fn parse_span(text: &str) -> Result<Duration, String> {
-    waterline_core::time::parse_duration(text).map(|m| m.as_std())
 }
 
 pub fn parse_size(text: &str) -> Result<usize, String> {

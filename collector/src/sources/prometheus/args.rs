@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{ClientConfig, Config, parse_header};
-use crate::args::parse_span;
+use waterline_core::time::parse_std_duration;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct PrometheusArgs {
@@ -53,7 +53,7 @@ pub struct PrometheusArgs {
 
     /// Bound on one query (connect, evaluate, answer); also passed to the server as its
     /// evaluation timeout. A query that takes longer fails and only its metric ages.
-    #[arg(long, default_value = "10s", value_parser = parse_span, env = "WATERLINE_PROMETHEUS_TIMEOUT")]
+    #[arg(long, default_value = "10s", value_parser = parse_std_duration, env = "WATERLINE_PROMETHEUS_TIMEOUT")]
     pub prometheus_timeout: Duration,
 
     /// Read node capacity (cores, memory) from node-exporter series: two more cluster-wide
@@ -62,7 +62,7 @@ pub struct PrometheusArgs {
     pub prometheus_capacity: Option<bool>,
 
     /// How often the capacity queries run.
-    #[arg(long, default_value = "5m", value_parser = parse_span)]
+    #[arg(long, default_value = "5m", value_parser = parse_std_duration)]
     pub prometheus_capacity_period: Duration,
 }
 

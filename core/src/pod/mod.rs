@@ -1,6 +1,13 @@
 //! The pod being placed, as the domain sees it.
 
+mod resources;
+
 use std::collections::BTreeMap;
+
+pub use resources::{
+    ContainerResources, EffectiveResources, InitContainerResources, PodSpecResources, ResourceList,
+    effective_resources,
+};
 
 /// A pod reduced to what load-aware scheduling reads. Quantities are non-negative
 /// (adapters reject negative values before building one); zero means "not set".
