@@ -3,5 +3,10 @@
 //! with strategies behind one trait. See sim/README.md.
 #![forbid(unsafe_code)]
 
+pub mod measure;
 pub mod model;
+pub mod pipeline;
+pub mod report;
+pub mod scenario;
+pub mod sim;
 pub mod strategy;

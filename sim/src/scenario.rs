@@ -1,0 +1,142 @@
+//! A scenario resolved into explicit lists: every node with its capacity and background
+//! usage, every pod with its arrival, deletion and true usage. Generators (node groups, pod
+//! groups) are expanded with the scenario's seed when the file is read (`file.rs`), so a
+//! run only ever sees lists — the same shape a recorded trace is replayed from.
+
+mod file;
+mod usage;
+
+pub use file::{ScenarioError, parse_scenario};
+pub use usage::{Background, Diurnal, PodUsage, Series};
+
+use std::sync::Arc;
+
+use waterline_core::Millis;
+
+use crate::model::{Resources, SimPod, SimTime};
+use crate::strategy::Path;
+
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub seed: u64,
+    /// Measured time, from 0.
+    pub duration: Millis,
+    /// Time before 0 during which the pipeline fills its history (the 1 h / 1 d maxima).
+    pub warmup: Millis,
+    /// Percent: a node above it (cpu or memory, true usage) is overloaded.
+    pub threshold: f64,
+    /// Percent: the water level the measures compare with.
+    pub target: f64,
+    pub measure_interval: Millis,
+    pub pipeline: Pipeline,
+    pub scheduler: Scheduler,
+    pub nodes: Vec<NodeSpec>,
+    pub pods: Vec<PodSpec>,
+}
+
+/// Prometheus and the collector, as design.md §4 and deploy/prometheus/rules.yml set them up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pipeline {
+    pub scrape_interval: Millis,
+    /// Evaluation interval of the 5 m average rules.
+    pub rule_interval: Millis,
+    /// Evaluation interval of the 1 h maxima.
+    pub hour_rule_interval: Millis,
+    /// Evaluation interval of the 1 d maxima.
+    pub day_rule_interval: Millis,
+    /// Resolution of the `[1h:1m]` subqueries.
+    pub subquery_step: Millis,
+    /// Extra lag between a scrape and the data a query sees (remote storage, a slow rule
+    /// group): everything Prometheus answers at `t` describes `t − delay`.
+    pub delay: Millis,
+    /// When set, every metric is polled at this period instead of the strategy's own.
+    pub poll_override: Option<Millis>,
+    /// Prometheus unreachable: no scrapes, no rule evaluations, failed polls.
+    pub outages: Vec<(SimTime, SimTime)>,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Pipeline {
+            scrape_interval: Millis::from_secs(15),
+            rule_interval: Millis::from_secs(30),
+            hour_rule_interval: Millis::from_mins(1),
+            day_rule_interval: Millis::from_mins(5),
+            subquery_step: Millis::from_mins(1),
+            delay: Millis(0),
+            poll_override: None,
+            outages: Vec::new(),
+        }
+    }
+}
+
+impl Pipeline {
+    pub fn down_at(&self, t: SimTime) -> bool {
+        self.outages.iter().any(|&(from, to)| from <= t && t < to)
+    }
+}
+
+/// The scheduler's loop.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scheduler {
+    pub path: Path,
+    /// Time one scheduling cycle takes (pods are taken one per cycle).
+    pub cycle: Millis,
+    /// From the decision to the binding (PodScheduled) and the pod's start.
+    pub bind_delay: Millis,
+    /// From a binding or deletion to the strategy's pod watch seeing it.
+    pub watch_lag: Millis,
+    /// An unschedulable pod is tried again after this long.
+    pub retry_interval: Millis,
+}
+
+impl Default for Scheduler {
+    fn default() -> Self {
+        Scheduler {
+            path: Path::Plugin,
+            cycle: Millis(10),
+            bind_delay: Millis(100),
+            watch_lag: Millis(500),
+            retry_interval: Millis::from_secs(30),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct NodeSpec {
+    pub name: String,
+    pub allocatable: Resources,
+    pub background: Background,
+}
+
+#[derive(Clone, Debug)]
+pub struct PodSpec {
+    pub pod: Arc<SimPod>,
+    pub arrival: SimTime,
+    /// When the pod is deleted (absolute); `None`: it runs to the end.
+    pub deletion: Option<SimTime>,
+    /// Already bound to this node at its arrival (a replayed trace's existing pods).
+    pub node: Option<String>,
+    pub usage: PodUsage,
+}
+
+/// The shipped library, embedded so the binary works from any directory.
+pub const SHIPPED: &[(&str, &str)] = &[
+    ("calm-burst", include_str!("../scenarios/calm-burst.yaml")),
+    ("hot-and-uneven", include_str!("../scenarios/hot-and-uneven.yaml")),
+    ("memory-below-target", include_str!("../scenarios/memory-below-target.yaml")),
+    ("heterogeneous", include_str!("../scenarios/heterogeneous.yaml")),
+    ("rollout", include_str!("../scenarios/rollout.yaml")),
+    ("diurnal-day", include_str!("../scenarios/diurnal-day.yaml")),
+    ("usage-twice-request", include_str!("../scenarios/usage-twice-request.yaml")),
+    ("metric-lag-60s", include_str!("../scenarios/metric-lag-60s.yaml")),
+    ("metric-lag-5m", include_str!("../scenarios/metric-lag-5m.yaml")),
+    ("prometheus-outage", include_str!("../scenarios/prometheus-outage.yaml")),
+];
+
+/// A shipped scenario's text by name.
+pub fn shipped(name: &str) -> Option<&'static str> {
+    SHIPPED.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
+}

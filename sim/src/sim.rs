@@ -1,0 +1,452 @@
+//! The discrete-event loop: one strategy through one scenario. Events at the same instant
+//! run in a fixed order (world changes, then the pipeline, then what the strategy observes,
+//! then the scheduler), and the queue breaks remaining ties by insertion order, so a seed
+//! gives one run.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io::Write;
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use waterline_peers::kube_default::{CpuMemory, non_zero_request};
+
+use crate::measure::{Recorder, StrategySummary};
+use crate::model::{Resources, SimPod, SimTime, instant};
+use crate::pipeline::{MetricsPipeline, RuleGroup};
+use crate::scenario::Scenario;
+use crate::strategy::{Cycle, NodeView, Path, PlacedPod, Strategy};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Delete(usize),
+    Arrive(usize),
+    Bind(usize),
+    Scrape,
+    Step,
+    Rule(RuleGroup),
+    Poll(usize),
+    WatchBound(usize),
+    WatchDeleted(usize, usize),
+    Measure,
+    Retry(usize),
+    Cycle,
+}
+
+impl Event {
+    /// Order among events at the same instant.
+    fn rank(self) -> u8 {
+        match self {
+            Event::Delete(_) => 0,
+            Event::Arrive(_) => 1,
+            Event::Bind(_) => 2,
+            Event::Scrape => 3,
+            Event::Step => 4,
+            Event::Rule(_) => 5,
+            Event::Poll(_) => 6,
+            Event::WatchBound(_) => 7,
+            Event::WatchDeleted(..) => 8,
+            Event::Measure => 9,
+            Event::Retry(_) => 10,
+            Event::Cycle => 11,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PodState {
+    Waiting,
+    Pending,
+    Assumed { node: usize, at: SimTime },
+    Running { node: usize, assigned: SimTime, start: SimTime },
+    Gone,
+}
+
+struct NodeRt {
+    requested: Resources,
+    non_zero: Resources,
+    /// (pod index, start time).
+    running: Vec<(usize, SimTime)>,
+    /// What the strategy may know (see strategy.rs).
+    visible: Vec<PlacedPod>,
+    received: bool,
+}
+
+/// Optional outputs of a run.
+#[derive(Default)]
+pub struct Outputs<'a> {
+    /// Receives `time_s,node,cpu_pct,mem_pct` rows at every measure.
+    pub csv: Option<&'a mut dyn Write>,
+    /// Called with the simulated time at every measure (a progress bar).
+    pub progress: Option<&'a mut dyn FnMut(SimTime)>,
+}
+
+struct Sim<'s> {
+    scenario: &'s Scenario,
+    strategy: &'s mut dyn Strategy,
+    pipeline: MetricsPipeline,
+    nodes: Vec<NodeRt>,
+    pods: Vec<PodState>,
+    queue: VecDeque<usize>,
+    cycle_scheduled: bool,
+    backoff: usize,
+    events: BinaryHeap<Reverse<(SimTime, u8, u64, Event)>>,
+    seq: u64,
+    rng: StdRng,
+    recorder: Recorder,
+}
+
+fn first_tick(from: SimTime, interval: i64) -> SimTime {
+    from.div_euclid(interval) * interval + if from.rem_euclid(interval) == 0 { 0 } else { interval }
+}
+
+fn view<'a>(
+    s: &'a Scenario,
+    nodes: &'a [NodeRt],
+    pipeline: &'a MetricsPipeline,
+    i: usize,
+) -> NodeView<'a> {
+    NodeView {
+        name: &s.nodes[i].name,
+        allocatable: s.nodes[i].allocatable,
+        requested: nodes[i].requested,
+        non_zero_requested: nodes[i].non_zero,
+        metrics: pipeline.samples(i),
+        pods: &nodes[i].visible,
+    }
+}
+
+fn nz(r: Resources) -> Resources {
+    let n = non_zero_request(CpuMemory::new(r.cpu_millis, r.memory_bytes));
+    Resources::new(n.cpu_millis, n.memory_bytes)
+}
+
+/// Runs `strategy` through `scenario`.
+pub fn run(
+    scenario: &Scenario,
+    strategy: &mut dyn Strategy,
+    mut out: Outputs<'_>,
+) -> StrategySummary {
+    let needs = strategy.metrics();
+    let pipeline = MetricsPipeline::new(
+        scenario.pipeline.clone(),
+        needs,
+        scenario.nodes.iter().map(|n| n.allocatable).collect(),
+    );
+    let mut sim = Sim {
+        scenario,
+        strategy,
+        pipeline,
+        nodes: scenario
+            .nodes
+            .iter()
+            .map(|_| NodeRt {
+                requested: Resources::default(),
+                non_zero: Resources::default(),
+                running: Vec::new(),
+                visible: Vec::new(),
+                received: false,
+            })
+            .collect(),
+        pods: vec![PodState::Waiting; scenario.pods.len()],
+        queue: VecDeque::new(),
+        cycle_scheduled: false,
+        backoff: 0,
+        events: BinaryHeap::new(),
+        seq: 0,
+        rng: StdRng::seed_from_u64(scenario.seed ^ 0x005E_ED0F_71E5),
+        recorder: Recorder::new(scenario),
+    };
+    sim.start();
+    let end = scenario.duration.0;
+    while let Some(Reverse((t, _, _, event))) = sim.events.pop() {
+        if t > end {
+            break;
+        }
+        sim.handle(t, event, &mut out);
+    }
+    let pending = sim.pods.iter().filter(|p| matches!(p, PodState::Pending)).count();
+    let in_use = sim.nodes.iter().filter(|n| !n.running.is_empty()).count();
+    let received = sim.nodes.iter().filter(|n| n.received).count();
+    let label = sim.strategy.label().to_owned();
+    sim.recorder.finish(label, pending, in_use, received)
+}
+
+impl Sim<'_> {
+    fn at(&mut self, t: SimTime, event: Event) {
+        self.seq += 1;
+        self.events.push(Reverse((t, event.rank(), self.seq, event)));
+    }
+
+    fn start(&mut self) {
+        let t0 = -self.scenario.warmup.0;
+        let p = &self.scenario.pipeline;
+        self.at(first_tick(t0, p.scrape_interval.0), Event::Scrape);
+        if self.pipeline.uses_steps() {
+            self.at(first_tick(t0, p.subquery_step.0), Event::Step);
+        }
+        for group in [RuleGroup::Avg, RuleGroup::Hour, RuleGroup::Day] {
+            if self.pipeline.uses(group) {
+                let interval = self.pipeline.group_interval(group).0;
+                self.at(first_tick(t0, interval), Event::Rule(group));
+            }
+        }
+        for n in 0..self.pipeline.needs().len() {
+            let period = self.pipeline.poll_period(n).0;
+            self.at(first_tick(t0, period), Event::Poll(n));
+        }
+        self.at(0, Event::Measure);
+        for (i, pod) in self.scenario.pods.iter().enumerate() {
+            self.at(pod.arrival.max(t0), Event::Arrive(i));
+            if let Some(deletion) = pod.deletion {
+                self.at(deletion.max(t0), Event::Delete(i));
+            }
+        }
+    }
+
+    fn node_usage(&self, i: usize, t: SimTime) -> (f64, f64) {
+        let spec = &self.scenario.nodes[i];
+        let (mut cpu, mut memory) = spec.background.at(t, spec.allocatable);
+        for &(p, start) in &self.nodes[i].running {
+            let pod = &self.scenario.pods[p];
+            let (c, m) = pod.usage.at(t - start, t, pod.pod.limits);
+            cpu += c;
+            memory += m;
+        }
+        (cpu, memory)
+    }
+
+    /// True utilisation in percent of allocatable: (cpu, memory).
+    fn utilisation(&self, i: usize, t: SimTime) -> (f64, f64) {
+        let (cpu, memory) = self.node_usage(i, t);
+        let a = self.scenario.nodes[i].allocatable;
+        (cpu * 100.0 / a.cpu_millis as f64, memory * 100.0 / a.memory_bytes as f64)
+    }
+
+    fn pod(&self, p: usize) -> Arc<SimPod> {
+        self.scenario.pods[p].pod.clone()
+    }
+
+    fn node_index(&self, name: &str) -> Option<usize> {
+        self.scenario.nodes.iter().position(|n| n.name == name)
+    }
+
+    fn enqueue(&mut self, t: SimTime, p: usize) {
+        self.queue.push_back(p);
+        if !self.cycle_scheduled {
+            self.cycle_scheduled = true;
+            self.at(t, Event::Cycle);
+        }
+    }
+
+    fn handle(&mut self, t: SimTime, event: Event, out: &mut Outputs<'_>) {
+        let s = self.scenario;
+        match event {
+            Event::Scrape => {
+                let usage: Vec<(f64, f64)> =
+                    (0..self.nodes.len()).map(|i| self.node_usage(i, t)).collect();
+                self.pipeline.scrape(t, &usage);
+                self.at(t + s.pipeline.scrape_interval.0, Event::Scrape);
+            }
+            Event::Step => {
+                self.pipeline.step(t);
+                self.at(t + s.pipeline.subquery_step.0, Event::Step);
+            }
+            Event::Rule(group) => {
+                self.pipeline.evaluate(group, t);
+                self.at(t + self.pipeline.group_interval(group).0, Event::Rule(group));
+            }
+            Event::Poll(n) => {
+                if self.pipeline.poll(n, t) {
+                    self.strategy_on_metrics(t);
+                }
+                self.at(t + self.pipeline.poll_period(n).0, Event::Poll(n));
+            }
+            Event::Measure => {
+                let utils: Vec<(f64, f64)> =
+                    (0..self.nodes.len()).map(|i| self.utilisation(i, t)).collect();
+                if let Some(csv) = out.csv.as_mut() {
+                    for (node, (cpu, memory)) in s.nodes.iter().zip(&utils) {
+                        let _ = writeln!(csv, "{},{},{cpu:.3},{memory:.3}", t / 1000, node.name);
+                    }
+                }
+                let pending = self.queue.len() + self.backoff;
+                self.recorder.record(&utils, pending);
+                if let Some(progress) = out.progress.as_mut() {
+                    progress(t);
+                }
+                self.at(t + s.measure_interval.0, Event::Measure);
+            }
+            Event::Arrive(p) => {
+                if self.pods[p] != PodState::Waiting {
+                    return;
+                }
+                self.recorder.arrived += 1;
+                match s.pods[p].node.as_deref().and_then(|n| self.node_index(n)) {
+                    Some(node) => {
+                        self.assume(t, p, node, false);
+                        self.bind(t, p);
+                    }
+                    None => {
+                        self.pods[p] = PodState::Pending;
+                        self.enqueue(t, p);
+                    }
+                }
+            }
+            Event::Retry(p) => {
+                self.backoff -= 1;
+                if self.pods[p] == PodState::Pending {
+                    self.enqueue(t, p);
+                }
+            }
+            Event::Cycle => self.cycle(t),
+            Event::Bind(p) => self.bind(t, p),
+            Event::WatchBound(p) => {
+                let PodState::Running { node, assigned, start } = self.pods[p] else { return };
+                let pod = self.pod(p);
+                if s.scheduler.path == Path::Extender {
+                    self.nodes[node].visible.push(PlacedPod {
+                        pod: pod.clone(),
+                        assigned_at: instant(assigned),
+                        bound_at: Some(instant(start)),
+                    });
+                }
+                self.strategy.on_bound(instant(t), &pod, &s.nodes[node].name, instant(start));
+            }
+            Event::WatchDeleted(p, node) => {
+                let pod = self.pod(p);
+                if s.scheduler.path == Path::Extender {
+                    self.nodes[node].visible.retain(|v| v.pod.uid != pod.uid);
+                }
+                self.strategy.on_deleted(instant(t), &pod, &s.nodes[node].name);
+            }
+            Event::Delete(p) => self.delete(t, p),
+        }
+    }
+
+    fn strategy_on_metrics(&mut self, t: SimTime) {
+        let s = self.scenario;
+        let views: Vec<NodeView<'_>> =
+            (0..self.nodes.len()).map(|i| view(s, &self.nodes, &self.pipeline, i)).collect();
+        self.strategy.on_metrics(instant(t), &views);
+    }
+
+    fn cycle(&mut self, t: SimTime) {
+        let Some(p) = self.queue.pop_front() else {
+            self.cycle_scheduled = false;
+            return;
+        };
+        if !self.queue.is_empty() {
+            self.at(t + self.scenario.scheduler.cycle.0.max(1), Event::Cycle);
+        } else {
+            self.cycle_scheduled = false;
+        }
+        if self.pods[p] != PodState::Pending {
+            return;
+        }
+        let pod = self.pod(p);
+        // NodeResourcesFit's filter: the requests of the scheduler's cache plus this pod.
+        let fit: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| {
+                self.nodes[i]
+                    .requested
+                    .plus(pod.requests)
+                    .fits_in(self.scenario.nodes[i].allocatable)
+            })
+            .collect();
+        let cycle = Cycle { now: instant(t), path: self.scenario.scheduler.path };
+        let chosen = if fit.is_empty() { None } else { self.choose(&cycle, &pod, &fit) };
+        match chosen {
+            Some(node) => {
+                let (cpu, memory) = self.utilisation(node, t);
+                if t >= 0 && cpu.max(memory) > self.scenario.threshold {
+                    self.recorder.placed_on_hot += 1;
+                }
+                self.assume(t, p, node, true);
+                self.at(t + self.scenario.scheduler.bind_delay.0, Event::Bind(p));
+            }
+            None => {
+                self.recorder.unschedulable_attempts += 1;
+                self.backoff += 1;
+                self.at(t + self.scenario.scheduler.retry_interval.0, Event::Retry(p));
+            }
+        }
+    }
+
+    /// Filter and Score over the request-feasible nodes; the best wins, ties by the seed.
+    fn choose(&mut self, cycle: &Cycle, pod: &SimPod, fit: &[usize]) -> Option<usize> {
+        let s = self.scenario;
+        let (nodes, pipeline) = (&self.nodes, &self.pipeline);
+        let make = |i: usize| view(s, nodes, pipeline, i);
+        let views: Vec<NodeView<'_>> = fit.iter().map(|&i| make(i)).collect();
+        let verdicts = self.strategy.filter(cycle, pod, &views);
+        let feasible: Vec<usize> =
+            fit.iter().zip(&verdicts).filter(|(_, v)| v.is_none()).map(|(&i, _)| i).collect();
+        if feasible.is_empty() {
+            return None;
+        }
+        let views: Vec<NodeView<'_>> = feasible.iter().map(|&i| make(i)).collect();
+        let scores = self.strategy.score(cycle, pod, &views);
+        let best = scores.iter().copied().max()?;
+        let ties: Vec<usize> =
+            feasible.iter().zip(&scores).filter(|(_, s)| **s == best).map(|(&i, _)| i).collect();
+        // kube-scheduler's selectHost picks uniformly among the best (reservoir sampling).
+        Some(ties[self.rng.random_range(0..ties.len())])
+    }
+
+    fn assume(&mut self, t: SimTime, p: usize, node: usize, scheduled: bool) {
+        let pod = self.pod(p);
+        let n = &mut self.nodes[node];
+        n.requested = n.requested.plus(pod.requests);
+        n.non_zero = n.non_zero.plus(nz(pod.requests));
+        self.pods[p] = PodState::Assumed { node, at: t };
+        if scheduled {
+            if t >= 0 {
+                n.received = true;
+            }
+            self.recorder.placed += 1;
+        }
+        if self.scenario.scheduler.path == Path::Plugin {
+            n.visible.push(PlacedPod { pod: pod.clone(), assigned_at: instant(t), bound_at: None });
+            if scheduled {
+                self.strategy.on_reserve(instant(t), &pod, &self.scenario.nodes[node].name);
+            }
+        }
+    }
+
+    fn bind(&mut self, t: SimTime, p: usize) {
+        let PodState::Assumed { node, at } = self.pods[p] else { return };
+        self.pods[p] = PodState::Running { node, assigned: at, start: t };
+        let n = &mut self.nodes[node];
+        n.running.push((p, t));
+        let uid = &self.scenario.pods[p].pod.uid;
+        if let Some(v) = n.visible.iter_mut().find(|v| &v.pod.uid == uid) {
+            v.bound_at = Some(instant(t));
+        }
+        self.at(t + self.scenario.scheduler.watch_lag.0, Event::WatchBound(p));
+    }
+
+    fn delete(&mut self, t: SimTime, p: usize) {
+        let node = match self.pods[p] {
+            PodState::Waiting | PodState::Pending | PodState::Gone => {
+                self.pods[p] = PodState::Gone;
+                return;
+            }
+            PodState::Assumed { node, .. } | PodState::Running { node, .. } => node,
+        };
+        self.pods[p] = PodState::Gone;
+        let pod = self.pod(p);
+        let n = &mut self.nodes[node];
+        n.requested = n.requested.minus(pod.requests);
+        n.non_zero = n.non_zero.minus(nz(pod.requests));
+        n.running.retain(|&(q, _)| q != p);
+        if self.scenario.scheduler.path == Path::Plugin {
+            n.visible.retain(|v| v.pod.uid != pod.uid);
+        }
+        self.at(t + self.scenario.scheduler.watch_lag.0, Event::WatchDeleted(p, node));
+    }
+}
+
+#[cfg(test)]
+mod tests;
