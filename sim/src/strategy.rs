@@ -11,10 +11,16 @@
 //! from the moment of the decision; on the extender path it learns placements only from the
 //! pod watch, `watchLag` after the bind, and `pods` lists only what the watch delivered.
 
+mod crane;
+mod koordinator;
 mod kube_default;
+mod trimaran;
 mod waterline;
 
+pub use crane::Crane;
+pub use koordinator::Koordinator;
 pub use kube_default::KubeDefault;
+pub use trimaran::TargetLoadPacking;
 pub use waterline::Waterline;
 
 use std::sync::Arc;
@@ -155,7 +161,7 @@ pub enum StrategyError {
 }
 
 /// The strategies [`by_name`] knows.
-pub const NAMES: &[&str] = &["waterline", "kube-default"];
+pub const NAMES: &[&str] = &["waterline", "kube-default", "crane", "trimaran-tlp", "koordinator"];
 
 /// The strategy called `name`, built with its defaults (`waterline`: the default policy).
 pub fn by_name(name: &str) -> Result<Box<dyn Strategy>, StrategyError> {
@@ -164,6 +170,9 @@ pub fn by_name(name: &str) -> Result<Box<dyn Strategy>, StrategyError> {
             Ok(Box::new(Waterline::new("waterline", waterline_core::Policy::default())?))
         }
         "kube-default" => Ok(Box::new(KubeDefault::new())),
+        "crane" => Ok(Box::new(Crane::new())),
+        "trimaran-tlp" => Ok(Box::new(TargetLoadPacking::new())),
+        "koordinator" => Ok(Box::new(Koordinator::new())),
         other => Err(StrategyError::Unknown(other.to_owned())),
     }
 }
