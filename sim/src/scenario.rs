@@ -36,6 +36,25 @@ pub struct Scenario {
     pub pods: Vec<PodSpec>,
 }
 
+impl Scenario {
+    /// A smaller copy for quick tests: the first `max_nodes` nodes, a share of the pods in
+    /// proportion (every k-th), at most `max_duration` measured and 10 m of warm-up.
+    pub fn scale_down(&mut self, max_nodes: usize, max_duration: Millis) {
+        let keep_every = self.nodes.len().div_ceil(max_nodes.max(1)).max(1);
+        self.nodes.truncate(max_nodes.max(1));
+        self.duration = self.duration.min(max_duration);
+        self.warmup = self.warmup.min(Millis::from_mins(10));
+        let nodes = &self.nodes;
+        let end = self.duration.0;
+        let mut k = 0;
+        self.pods.retain(|p| {
+            let on_kept = p.node.as_ref().is_none_or(|n| nodes.iter().any(|m| &m.name == n));
+            k += 1;
+            on_kept && p.arrival <= end && (k - 1) % keep_every == 0
+        });
+    }
+}
+
 /// Prometheus and the collector, as design.md §4 and deploy/prometheus/rules.yml set them up.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pipeline {

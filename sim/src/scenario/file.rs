@@ -492,7 +492,7 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
                         &field,
                         "give exactly one of `at`, `every` (with `from`) or `perMinute` > 0 \
                          (with `from`)",
-                        &group.prefix,
+                        &format!("prefix: {}", group.prefix),
                     ));
                 }
             };

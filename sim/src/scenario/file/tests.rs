@@ -1,1 +1,74 @@
+use super::*;
 
+#[test]
+fn a_bad_value_names_the_field_and_the_line() {
+    let text = "name: x\nduration: 1h\nnodeGroups:\n  - count: 2\n    prefix: n\n    cpu: lots\n    memory: 1Gi\n";
+    let err = parse_scenario(text, None).unwrap_err().0;
+    assert!(err.starts_with("nodeGroups[0].cpu:"), "{err}");
+    assert!(err.ends_with("(line 6)"), "{err}");
+    let err = parse_scenario("name: x\nduration: 1h\nnodez: []\n", None).unwrap_err().0;
+    assert!(err.contains("nodez") && err.contains("line 3"), "{err}");
+    let err = parse_scenario("name: x\nduration: 1h\n", None).unwrap_err().0;
+    assert!(err.starts_with("nodes:"), "{err}");
+}
+
+#[test]
+fn arrival_needs_exactly_one_shape() {
+    let text = "name: x\nduration: 1h\nnodes: [{name: a, cpu: 1, memory: 1Gi}]\n\
+                podGroups: [{prefix: p, count: 1, arrival: {at: 1m, perMinute: 2}}]\n";
+    let err = parse_scenario(text, None).unwrap_err().0;
+    assert!(err.starts_with("podGroups[0].arrival:") && err.contains("line 4"), "{err}");
+}
+
+#[test]
+fn explicit_lists_replay_as_written() {
+    let text = "
+name: trace
+duration: 1h
+nodes:
+  - name: a
+    cpu: 4
+    memory: 8Gi
+    background: {series: {cpu: [[0s, 10], [10m, 30]], memory: [[0s, 20]]}}
+pods:
+  - name: web-1
+    namespace: shop
+    arrival: -5m
+    deletion: 30m
+    node: a
+    cpu: 500m
+    memory: 1Gi
+    limits: {cpu: 1, memory: 1Gi}
+    ownerKind: DaemonSet
+    usage: {series: {cpu: [[0s, 100m], [5m, 800m]], memory: [[0s, 256Mi]]}}
+";
+    let s = parse_scenario(text, None).unwrap();
+    assert_eq!(s.nodes[0].background.at(5 * 60_000, s.nodes[0].allocatable).0, 800.0);
+    let p = &s.pods[0];
+    assert_eq!((p.arrival, p.deletion, p.node.as_deref()), (-300_000, Some(1_800_000), Some("a")));
+    assert_eq!(p.pod.uid, "shop/web-1");
+    assert_eq!(p.pod.limits, Resources::new(1000, 1 << 30));
+    assert_eq!(p.pod.owner_kind, "DaemonSet");
+    // 150 s after start: 100 m + (800 − 100) × 150 / 300 = 450 m (the 1 m ramp is over)
+    assert_eq!(p.usage.at(150_000, 0, p.pod.limits).0, 450.0);
+}
+
+#[test]
+fn generators_are_seeded() {
+    let text = crate::scenario::shipped("hot-and-uneven").unwrap();
+    let a = parse_scenario(text, None).unwrap();
+    let b = parse_scenario(text, None).unwrap();
+    let c = parse_scenario(text, Some(5)).unwrap();
+    let arrivals = |s: &Scenario| s.pods.iter().map(|p| p.arrival).collect::<Vec<_>>();
+    assert_eq!(arrivals(&a), arrivals(&b));
+    assert_ne!(arrivals(&a), arrivals(&c));
+    assert_eq!(a.nodes.len(), 20);
+}
+
+#[test]
+fn every_shipped_scenario_parses() {
+    for (name, text) in crate::scenario::SHIPPED {
+        let s = parse_scenario(text, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(&s.name, name);
+    }
+}
