@@ -52,6 +52,8 @@ pub struct StrategySummary {
     pub nodes_in_use: usize,
     /// Nodes that received at least one placement from time 0.
     pub nodes_receiving_pods: usize,
+    /// Placements from time 0 per node (every node listed), for agreement with real runs.
+    pub placements_per_node: std::collections::BTreeMap<String, usize>,
 }
 
 /// What summary.json holds.
@@ -147,6 +149,7 @@ impl Recorder {
         pending_end: usize,
         nodes_in_use: usize,
         nodes_receiving: usize,
+        placements_per_node: std::collections::BTreeMap<String, usize>,
     ) -> StrategySummary {
         self.hottest.sort_by(f64::total_cmp);
         let n = self.samples.max(1) as f64;
@@ -170,6 +173,7 @@ impl Recorder {
             spread_memory: Spread { stddev: r2(self.memory.0 / n), range: r2(self.memory.1 / n) },
             nodes_in_use,
             nodes_receiving_pods: nodes_receiving,
+            placements_per_node,
         }
     }
 }

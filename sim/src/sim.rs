@@ -71,6 +71,8 @@ struct NodeRt {
     /// What the strategy may know (see strategy.rs).
     visible: Vec<PlacedPod>,
     received: bool,
+    /// Placements from time 0.
+    placements: usize,
 }
 
 /// Optional outputs of a run.
@@ -147,6 +149,7 @@ pub fn run(
                 running: Vec::new(),
                 visible: Vec::new(),
                 received: false,
+                placements: 0,
             })
             .collect(),
         pods: vec![PodState::Waiting; scenario.pods.len()],
@@ -169,8 +172,14 @@ pub fn run(
     let pending = sim.pods.iter().filter(|p| matches!(p, PodState::Pending)).count();
     let in_use = sim.nodes.iter().filter(|n| !n.running.is_empty()).count();
     let received = sim.nodes.iter().filter(|n| n.received).count();
+    let per_node = scenario
+        .nodes
+        .iter()
+        .zip(&sim.nodes)
+        .map(|(spec, n)| (spec.name.clone(), n.placements))
+        .collect();
     let label = sim.strategy.label().to_owned();
-    sim.recorder.finish(label, pending, in_use, received)
+    sim.recorder.finish(label, pending, in_use, received, per_node)
 }
 
 impl Sim<'_> {
@@ -404,6 +413,7 @@ impl Sim<'_> {
         if scheduled {
             if t >= 0 {
                 n.received = true;
+                n.placements += 1;
             }
             self.recorder.placed += 1;
         }

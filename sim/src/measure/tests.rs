@@ -17,7 +17,7 @@ fn measures_of_a_hand_made_trace() {
     r.record(&[(60.0, 55.0), (20.0, 10.0)], 1);
     r.record(&[(40.0, 80.0), (50.0, 52.0)], 0);
     r.placed_on_hot = 1;
-    let s = r.finish("x".into(), 0, 2, 1);
+    let s = r.finish("x".into(), 0, 2, 1, [("a".to_string(), 1)].into());
     // node utilisation = max(cpu, mem): 70/30, 60/20, 80/52.
     // above 65: a at samples 1 and 3 → 2 × 10 s
     assert_eq!(s.overload_node_seconds, 20.0);
