@@ -15,7 +15,9 @@
 #       Helm's standard labels (helm.sh/chart, app.kubernetes.io/managed-by, /instance,
 #       /version) and order. The chart's PrometheusRules are off by default (they need the
 #       Operator's CRDs), so the base's two are compared with prometheusRule.enabled=true;
-#     - the chart's copies of the rule files (files/) are byte-identical to deploy/prometheus/.
+#       grafanaDashboard.enabled=true renders the ConfigMap of `kubectl kustomize deploy/grafana/`;
+#     - the chart's copies (files/) of the rule files and the dashboard are byte-identical to
+#       deploy/prometheus/ and deploy/grafana/.
 #
 # A cold `go install` (empty Go build cache) compiles helm and its Kubernetes modules: 262 s
 # measured on 2 shared cores; with a warm Go build cache (a fresh clone on a used machine, as
@@ -49,14 +51,15 @@ K8S_VERSION="${K8S_VERSION:-1.33.0}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-for f in rules.yml alerts.yaml; do
-    if ! cmp -s "deploy/prometheus/$f" "$chart/files/$f"; then
-        echo "helm: $chart/files/$f differs from deploy/prometheus/$f (copy it: cp deploy/prometheus/$f $chart/files/)" >&2
+for f in prometheus/rules.yml prometheus/alerts.yaml grafana/waterline.json; do
+    if ! cmp -s "deploy/$f" "$chart/files/${f#*/}"; then
+        echo "helm: $chart/files/${f#*/} differs from deploy/$f (copy it: cp deploy/$f $chart/files/)" >&2
         exit 1
     fi
 done
 
 everything=(--set tls.enabled=true --set serviceMonitor.enabled=true --set prometheusRule.enabled=true
+    --set grafanaDashboard.enabled=true
     --set collector.podDisruptionBudget.enabled=true --set scheduler.podDisruptionBudget.enabled=true
     --set 'imagePullSecrets[0]=regcred' --set collector.nodeSelector.pool=system
     --set 'scorer.tolerations[0].operator=Exists')
@@ -74,6 +77,7 @@ for r in "${renders[@]}"; do
 done
 kubectl kustomize deploy/ >"$work/kustomize-default.yaml"
 kubectl kustomize deploy/overlays/plugin/ >"$work/kustomize-plugin.yaml"
+kubectl kustomize deploy/grafana/ >"$work/kustomize-grafana.yaml"
 
 "$venv/bin/python" - "$work" <<'PY'
 import difflib, sys, yaml
@@ -140,6 +144,11 @@ n = compare("helm-default", "kustomize-default", "without")
 n_rules = compare("helm-rules", "kustomize-default", "only")
 n_plugin = compare("helm-plugin", "kustomize-plugin", "without")
 compare("helm-plugin-rules", "kustomize-plugin", "only")
+# grafanaDashboard.enabled=true adds exactly deploy/grafana/'s ConfigMap.
+g = index(load("helm-everything"), "helm-everything")
+for x, d in index(load("kustomize-grafana"), "kustomize-grafana").items():
+    if g.get(x) != d:
+        fail(f"grafanaDashboard.enabled=true: {x} is not the ConfigMap of kubectl kustomize deploy/grafana/")
 print(f"helm: default values = kubectl kustomize deploy/ ({n} objects; the {n_rules} PrometheusRules with "
       f"prometheusRule.enabled=true); scheduler.mode=plugin = deploy/overlays/plugin/ ({n_plugin} objects)", file=sys.stderr)
 
@@ -167,7 +176,7 @@ for name in ["default", "plugin", "rules", "plugin-rules", "everything", "plugin
             if spec.get("jobLabel") != "app.kubernetes.io/name":
                 fail(f"{name}: {key(d)} jobLabel is not app.kubernetes.io/name (the alerts select job=\"waterline-collector\")")
     if name.endswith("everything"):
-        want = {"ServiceMonitor": 2, "PrometheusRule": 2, "PodDisruptionBudget": 3}
+        want = {"ServiceMonitor": 2, "PrometheusRule": 2, "PodDisruptionBudget": 3, "ConfigMap": 3}
         if name == "everything":
             want["PodMonitor"] = 1
         for kind, count in want.items():

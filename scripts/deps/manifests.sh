@@ -9,7 +9,9 @@
 #                                      (--strict: unknown fields are errors), plus
 #                                      deploy/examples/*.yaml; and the alerting rules
 #                                      (promtool check rules + promtool test rules of
-#                                      deploy/prometheus/alerts*.yaml)
+#                                      deploy/prometheus/alerts*.yaml), and the Grafana
+#                                      dashboard (JSON parses, the ConfigMap of
+#                                      deploy/grafana/ carries it unchanged)
 #
 # Objects without a bundled schema are parsed and shape-checked here instead of skipped
 # silently: the PrometheusRule (CRD) and the KubeSchedulerConfiguration inside its ConfigMap.
@@ -182,3 +184,45 @@ for a in alerts:
         sys.exit(f"manifests: alert {a} needs a test where it fires and one where it does not (alerts_test.yaml)")
 print(f"manifests: {len(alerts)} alerts, each fired and resolved by alerts_test.yaml; alerts-rule.yaml matches", file=sys.stderr)
 PY
+
+# The Grafana dashboard: the JSON parses and is well-formed, and the ConfigMap that
+# deploy/grafana/ renders for Grafana's sidecar carries it unchanged. (Every panel query is
+# run against a real Prometheus by `cargo test -p waterline-tests --test dashboard`.)
+kubectl kustomize deploy/grafana/ >"$work/grafana.rendered.yaml"
+"$venv/bin/python" - "$work/grafana.rendered.yaml" <<'PY'
+import json, sys, yaml
+def fail(msg):
+    sys.exit(f"manifests: {msg}")
+text = open("deploy/grafana/waterline.json").read()
+try:
+    dash = json.loads(text)
+except ValueError as e:
+    fail(f"deploy/grafana/waterline.json does not parse: {e}")
+if not dash.get("uid") or not dash.get("title"):
+    fail("waterline.json: no uid or title")
+ids, targets = set(), 0
+def walk(panels):
+    global targets
+    for p in panels:
+        if p["id"] in ids:
+            fail(f"waterline.json: panel id {p['id']} twice")
+        ids.add(p["id"])
+        if p["type"] != "row":
+            if p.get("datasource", {}).get("uid") != "${datasource}":
+                fail(f"waterline.json: panel {p['title']!r} does not use the $datasource variable")
+            if not p.get("targets") or not all(t.get("expr") for t in p["targets"]):
+                fail(f"waterline.json: panel {p['title']!r} without a query")
+            targets += len(p["targets"])
+        walk(p.get("panels", []))
+walk(dash["panels"])
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+if len(docs) != 1 or docs[0]["kind"] != "ConfigMap":
+    fail("deploy/grafana/ must render exactly one ConfigMap")
+cm = docs[0]
+if cm["metadata"].get("labels", {}).get("grafana_dashboard") != "1":
+    fail("the dashboard ConfigMap lacks the label grafana_dashboard: \"1\"")
+if cm["data"].get("waterline.json") != text:
+    fail("the dashboard ConfigMap does not carry deploy/grafana/waterline.json unchanged")
+print(f"manifests: dashboard {dash['uid']}: {len(ids)} panels, {targets} queries; ConfigMap {cm['metadata']['name']} carries it", file=sys.stderr)
+PY
+"$venv/bin/kubernetes-validate" --strict --quiet -k "$K8S_VERSION" "$work/grafana.rendered.yaml"
