@@ -11,6 +11,11 @@
 //! evaluates the queries. Metrics that appear only after an event are made to exist by
 //! causing the event, never by dropping the query.
 //!
+//! The same Prometheus loads `deploy/prometheus/alerts.yaml`: every alerting rule must
+//! evaluate without error on the live metrics, the three alerts this set-up provokes (stale
+//! nodes, a failing PromQL query, extender fallbacks) must turn active and the others must
+//! not. (promtool's unit tests, `deploy/prometheus/alerts_test.yaml`, fire and resolve each.)
+//!
 //! One exception, stated in the panel list below: `waterline_stale_breaker_open` is the
 //! fleet staleness breaker's gauge (issue 16), which the scorer does not export yet; its
 //! panel is evaluated as soon as the scorer's `/metrics` carries that name, and skipped (with
@@ -202,7 +207,9 @@ async fn every_dashboard_query_returns_series() -> Result<()> {
     scrape.push_str(&scrape_job("waterline-scorer", &[scorer_admin]));
     scrape.push_str(&scrape_job("waterline-scheduler", &[extender_admin, fallback_admin]));
     let prom = Prometheus::start(
-        PrometheusConfig::new(scrape).rule_file(repo_path("deploy/prometheus/rules.yml")),
+        PrometheusConfig::new(scrape)
+            .rule_file(repo_path("deploy/prometheus/rules.yml"))
+            .rule_file(repo_path("deploy/prometheus/alerts.yaml")),
     )
     .await?;
     // The collector's first poll must find the recorded series.
@@ -303,6 +310,44 @@ async fn every_dashboard_query_returns_series() -> Result<()> {
         );
     }
 
+    // The alerting rules on the same live metrics: every rule evaluates without error, the
+    // three conditions this set-up creates (a third of the metrics failing, so every node is
+    // stale; half the extender answers being fallbacks) are active (pending: their `for`
+    // is minutes), and the healthy ones are not.
+    let alerts = wait_until(Duration::from_secs(30), || async {
+        check_rule_health(&prom).await?;
+        let active: Vec<(String, String)> = prom
+            .query("ALERTS")
+            .await?
+            .into_iter()
+            .map(|(labels, _)| {
+                let name = labels.get("alertname").cloned().unwrap_or_default();
+                (name, labels.get("metric").cloned().unwrap_or_default())
+            })
+            .collect();
+        for want in
+            ["WaterlineStaleNodesHigh", "WaterlinePromQLFailing", "WaterlineExtenderFallbacks"]
+        {
+            ensure!(active.iter().any(|(a, _)| a == want), "{want} not active: {active:?}");
+        }
+        ensure!(
+            active.iter().all(|(a, m)| a != "WaterlinePromQLFailing" || m == "broken_metric"),
+            "a good metric counted as failing: {active:?}"
+        );
+        for healthy in [
+            "WaterlineSnapshotAgeHigh",
+            "WaterlinePolicyReloadRejected",
+            "WaterlineCollectorDown",
+            "WaterlineCollectorAbsent",
+        ] {
+            ensure!(active.iter().all(|(a, _)| a != healthy), "{healthy} active: {active:?}");
+        }
+        Ok(active)
+    })
+    .await
+    .with_context(|| format!("prometheus log:\n{}", prom.log_tail(2000)))?;
+    eprintln!("dashboard: active alerts on the live metrics: {alerts:?}");
+
     let evaluated = queries.iter().filter(|(_, e)| !pending.iter().any(|m| e.contains(m))).count();
     let skipped: BTreeMap<&str, usize> = pending
         .iter()
@@ -314,6 +359,26 @@ async fn every_dashboard_query_returns_series() -> Result<()> {
     for (metric, n) in &skipped {
         ensure!(*n > 0, "{metric} is listed as not yet exported but no panel uses it");
     }
+    Ok(())
+}
+
+/// Every rule Prometheus loaded has been evaluated without error (`health: ok`).
+async fn check_rule_health(prom: &Prometheus) -> Result<()> {
+    let body: Value = reqwest::get(format!("{}/api/v1/rules", prom.url())).await?.json().await?;
+    let mut alerting = 0;
+    for group in body["data"]["groups"].as_array().context("no rule groups")? {
+        for rule in group["rules"].as_array().into_iter().flatten() {
+            let name = rule["name"].as_str().unwrap_or("?");
+            ensure!(
+                rule["health"] == "ok",
+                "rule {name}: health {} {}",
+                rule["health"],
+                rule["lastError"]
+            );
+            alerting += usize::from(rule["type"] == "alerting");
+        }
+    }
+    ensure!(alerting >= 8, "{alerting} alerting rules loaded, want every rule of alerts.yaml");
     Ok(())
 }
 
