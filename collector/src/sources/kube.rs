@@ -7,7 +7,7 @@
 //! loop never ends: an error is logged and the watcher retries after its backoff.
 
 use std::fmt::Debug;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::pin;
 
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
@@ -109,23 +109,31 @@ pub fn config_available() -> bool {
             .is_some_and(|home| Path::new(&home).join(".kube").join("config").is_file())
 }
 
+/// Why no Kubernetes client could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("no usable Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster): {0}")]
+    NoConfig(::kube::Error),
+    #[error("--kubeconfig {}: {error}", path.display())]
+    Kubeconfig { path: PathBuf, error: String },
+}
+
 /// A client for `kubeconfig`, or the default chain (`KUBECONFIG`, `~/.kube/config`,
 /// in-cluster). Only reads configuration: an unreachable server is the watches' concern
 /// (they log and retry), so the collector starts either way.
-pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
     let Some(path) = kubeconfig else {
-        return Client::try_default().await.map_err(|e| {
-            anyhow::anyhow!(
-                "no usable Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
-            )
-        });
+        return Client::try_default().await.map_err(ClientError::NoConfig);
     };
-    let file = Kubeconfig::read_from(path)
-        .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
+    let bad = |error: &dyn std::fmt::Display| ClientError::Kubeconfig {
+        path: path.to_owned(),
+        error: error.to_string(),
+    };
+    let file = Kubeconfig::read_from(path).map_err(|e| bad(&e))?;
     let config = ::kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
         .await
-        .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
-    Client::try_from(config).map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))
+        .map_err(|e| bad(&e))?;
+    Client::try_from(config).map_err(|e| bad(&e))
 }
 
 #[cfg(test)]

@@ -31,17 +31,29 @@ pub struct NodeInfo {
     pub addresses: Vec<String>,
 }
 
+/// Why a Node object cannot be converted (the node is then skipped, with this in the log).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NodeError {
+    #[error("no metadata.name")]
+    NoName,
+    /// `resource` is `cpu` or `memory`.
+    #[error("allocatable {resource}: {reason}")]
+    Allocatable { resource: &'static str, reason: String },
+}
+
 /// Converts a Node object; `Err` names what is malformed (the node is then skipped).
-pub fn node_info(node: &Node) -> Result<NodeInfo, String> {
-    let name = node.metadata.name.clone().filter(|n| !n.is_empty()).ok_or("no metadata.name")?;
+pub fn node_info(node: &Node) -> Result<NodeInfo, NodeError> {
+    let name = node.metadata.name.clone().filter(|n| !n.is_empty()).ok_or(NodeError::NoName)?;
     let status = node.status.as_ref();
     let allocatable = status.and_then(|s| s.allocatable.as_ref());
     let cpu = allocatable.and_then(|a| a.get("cpu"));
     let memory = allocatable.and_then(|a| a.get("memory"));
     let capacity = match (cpu, memory) {
         (Some(cpu), Some(memory)) => Some(Capacity {
-            cpu_millis: parse_cpu_millis(&cpu.0).map_err(|e| format!("allocatable cpu: {e}"))?,
-            memory_bytes: parse_bytes(&memory.0).map_err(|e| format!("allocatable memory: {e}"))?,
+            cpu_millis: parse_cpu_millis(&cpu.0)
+                .map_err(|reason| NodeError::Allocatable { resource: "cpu", reason })?,
+            memory_bytes: parse_bytes(&memory.0)
+                .map_err(|reason| NodeError::Allocatable { resource: "memory", reason })?,
         }),
         _ => None,
     };

@@ -12,6 +12,10 @@ use k8s_openapi::api::core::v1::{Container, Pod as KubePod, ResourceRequirements
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tokio::sync::watch;
 use waterline_core::estimate::estimate;
+use waterline_core::pod::{
+    ContainerResources, EffectiveResources, InitContainerResources, PodSpecResources, ResourceList,
+    effective_resources,
+};
 use waterline_core::quantity::{parse_bytes, parse_cpu_millis};
 use waterline_core::{LedgerEntry, LedgerSource, Pod, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
@@ -28,132 +32,89 @@ pub enum PodView {
     Unplaced { uid: String },
 }
 
-/// Requests and limits of a whole pod, in the domain's units.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PodResources {
-    pub cpu_request_millis: i64,
-    pub memory_request_bytes: i64,
-    /// Zero when any long-running container leaves it unbounded.
-    pub cpu_limit_millis: i64,
-    pub memory_limit_bytes: i64,
+/// Why a pod object cannot be converted (the pod is then skipped, with this in the log).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PodError {
+    #[error("no metadata.uid")]
+    NoUid,
+    #[error("no PodScheduled time, startTime or creationTimestamp")]
+    NoPlacementTime,
+    /// A resource quantity that does not parse; `field` is its JSON path in the pod.
+    #[error("{field}: {reason}")]
+    Quantity { field: String, reason: String },
 }
 
-/// cpu (milli-cores) and memory (bytes) together.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Amounts {
-    cpu: i64,
-    memory: i64,
-}
-
-impl Amounts {
-    fn add(self, other: Amounts) -> Amounts {
-        Amounts {
-            cpu: self.cpu.saturating_add(other.cpu),
-            memory: self.memory.saturating_add(other.memory),
-        }
-    }
-    fn max(self, other: Amounts) -> Amounts {
-        Amounts { cpu: self.cpu.max(other.cpu), memory: self.memory.max(other.memory) }
-    }
-}
-
-fn quantity(list: Option<&BTreeMap<String, Quantity>>, key: &str) -> Result<Option<i64>, String> {
+/// One quantity of `list`, parsed in the domain's unit; `field` names the list in errors.
+fn quantity(
+    list: Option<&BTreeMap<String, Quantity>>,
+    field: &str,
+    key: &str,
+) -> Result<Option<i64>, PodError> {
     let Some(q) = list.and_then(|l| l.get(key)) else { return Ok(None) };
     let parsed = if key == "cpu" { parse_cpu_millis(&q.0) } else { parse_bytes(&q.0) };
-    parsed.map(Some).map_err(|e| format!("{key}: {e}"))
+    parsed
+        .map(Some)
+        .map_err(|reason| PodError::Quantity { field: format!("{field}.{key}"), reason })
 }
 
-fn amounts(list: Option<&BTreeMap<String, Quantity>>) -> Result<Amounts, String> {
-    Ok(Amounts {
-        cpu: quantity(list, "cpu")?.unwrap_or(0),
-        memory: quantity(list, "memory")?.unwrap_or(0),
+fn resource_list(
+    list: Option<&BTreeMap<String, Quantity>>,
+    field: &str,
+) -> Result<ResourceList, PodError> {
+    Ok(ResourceList {
+        cpu_millis: quantity(list, field, "cpu")?,
+        memory_bytes: quantity(list, field, "memory")?,
     })
 }
 
-/// Limits where an absent limit is "unbounded" (`None` per resource).
-fn limits(list: Option<&BTreeMap<String, Quantity>>) -> Result<[Option<i64>; 2], String> {
-    Ok([quantity(list, "cpu")?, quantity(list, "memory")?])
-}
-
-fn requests_of(c: &Container) -> Result<Amounts, String> {
-    amounts(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
-}
-
-fn limits_of(c: &Container) -> Result<[Option<i64>; 2], String> {
-    limits(c.resources.as_ref().and_then(|r| r.limits.as_ref()))
-}
-
-fn is_sidecar(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
-}
-
-/// The pod's requests computed the way kube-scheduler does (`PodRequests` in
-/// k8s.io/component-helpers): app containers summed; init containers run one at a time, so
-/// the pod needs the largest of them (plus the sidecars started before it); restartable
-/// init containers (sidecars) run for the pod's whole life and add to the sum; pod-level
-/// `spec.resources` replace the container aggregate where set; the runtime overhead is
-/// added last.
-///
-/// Limits follow the same shape for the long-running containers only (app containers and
-/// sidecars): a limit counts only when every one of them sets it, because one unbounded
-/// container makes the pod unbounded and a partial sum would cap the estimate too low.
-pub fn pod_resources(pod: &KubePod) -> Result<PodResources, String> {
-    let Some(spec) = pod.spec.as_ref() else { return Ok(PodResources::default()) };
-    let mut requests = Amounts::default();
-    let mut limit_sum = [Some(0i64), Some(0i64)];
-    let mut add_limits = |l: [Option<i64>; 2]| {
-        for (sum, l) in limit_sum.iter_mut().zip(l) {
-            *sum = match (*sum, l) {
-                (Some(s), Some(l)) => Some(s.saturating_add(l)),
-                _ => None,
-            };
-        }
-    };
-    for c in &spec.containers {
-        requests = requests.add(requests_of(c)?);
-        add_limits(limits_of(c)?);
-    }
-    let mut sidecars = Amounts::default();
-    let mut init_peak = Amounts::default();
-    for c in spec.init_containers.iter().flatten() {
-        let own = requests_of(c)?;
-        let running = if is_sidecar(c) {
-            requests = requests.add(own);
-            add_limits(limits_of(c)?);
-            sidecars = sidecars.add(own);
-            sidecars
-        } else {
-            own.add(sidecars)
-        };
-        init_peak = init_peak.max(running);
-    }
-    requests = requests.max(init_peak);
-
-    let pod_level: Option<&ResourceRequirements> = spec.resources.as_ref();
-    let pod_requests = pod_level.and_then(|r| r.requests.as_ref());
-    let pod_limits = limits(pod_level.and_then(|r| r.limits.as_ref()))?;
-    if let Some(cpu) = quantity(pod_requests, "cpu")? {
-        requests.cpu = cpu;
-    }
-    if let Some(memory) = quantity(pod_requests, "memory")? {
-        requests.memory = memory;
-    }
-    for (sum, pod_limit) in limit_sum.iter_mut().zip(pod_limits) {
-        if pod_limit.is_some() {
-            *sum = pod_limit;
-        }
-    }
-
-    let overhead = amounts(spec.overhead.as_ref())?;
-    requests = requests.add(overhead);
-    // Like kube-scheduler, overhead is added to a limit only when that limit is set.
-    let [cpu_limit, memory_limit] = limit_sum;
-    Ok(PodResources {
-        cpu_request_millis: requests.cpu,
-        memory_request_bytes: requests.memory,
-        cpu_limit_millis: cpu_limit.map_or(0, |l| l.saturating_add(overhead.cpu)),
-        memory_limit_bytes: memory_limit.map_or(0, |l| l.saturating_add(overhead.memory)),
+fn requirements(
+    r: Option<&ResourceRequirements>,
+    field: &str,
+) -> Result<ContainerResources, PodError> {
+    Ok(ContainerResources {
+        requests: resource_list(r.and_then(|r| r.requests.as_ref()), &format!("{field}.requests"))?,
+        limits: resource_list(r.and_then(|r| r.limits.as_ref()), &format!("{field}.limits"))?,
     })
+}
+
+fn container(c: &Container, field: String) -> Result<ContainerResources, PodError> {
+    requirements(c.resources.as_ref(), &format!("{field}.resources"))
+}
+
+/// What of the pod object decides its resources, in the domain's units.
+pub fn pod_spec_resources(pod: &KubePod) -> Result<PodSpecResources, PodError> {
+    let Some(spec) = pod.spec.as_ref() else { return Ok(PodSpecResources::default()) };
+    let containers = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| container(c, format!("spec.containers[{i}]")))
+        .collect::<Result<_, _>>()?;
+    let init_containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| {
+            Ok(InitContainerResources {
+                resources: container(c, format!("spec.initContainers[{i}]"))?,
+                sidecar: c.restart_policy.as_deref() == Some("Always"),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(PodSpecResources {
+        containers,
+        init_containers,
+        pod_level: requirements(spec.resources.as_ref(), "spec.resources")?,
+        overhead: resource_list(spec.overhead.as_ref(), "spec.overhead")?,
+    })
+}
+
+/// The pod's effective requests and limits: core's one rule
+/// ([`waterline_core::pod::effective_resources`]), shared with the extender and (through
+/// the fixture table `tests/fixtures/pod-resources.json`) the Go plugin.
+pub fn pod_resources(pod: &KubePod) -> Result<EffectiveResources, PodError> {
+    Ok(effective_resources(&pod_spec_resources(pod)?))
 }
 
 /// When the pod was placed: its PodScheduled=True condition time, else its start time,
@@ -170,7 +131,7 @@ pub fn placed_at(pod: &KubePod) -> Option<UnixMillis> {
 }
 
 /// The pod as the domain sees it (for the estimator).
-pub fn domain_pod(pod: &KubePod) -> Result<Pod, String> {
+pub fn domain_pod(pod: &KubePod) -> Result<Pod, PodError> {
     let resources = pod_resources(pod)?;
     let meta = &pod.metadata;
     Ok(Pod {
@@ -196,14 +157,14 @@ pub fn domain_pod(pod: &KubePod) -> Result<Pod, String> {
 pub fn view(
     pod: &KubePod,
     estimator: &waterline_core::policy::Estimator,
-) -> Result<PodView, String> {
-    let uid = pod.metadata.uid.clone().filter(|u| !u.is_empty()).ok_or("no metadata.uid")?;
+) -> Result<PodView, PodError> {
+    let uid = pod.metadata.uid.clone().filter(|u| !u.is_empty()).ok_or(PodError::NoUid)?;
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
     let Some(node) = node.filter(|_| !matches!(phase, Some("Succeeded" | "Failed"))) else {
         return Ok(PodView::Unplaced { uid });
     };
-    let placed_at = placed_at(pod).ok_or("no PodScheduled time, startTime or creationTimestamp")?;
+    let placed_at = placed_at(pod).ok_or(PodError::NoPlacementTime)?;
     let pod = domain_pod(pod)?;
     Ok(PodView::Placed(LedgerEntry {
         usage: estimate(estimator, &pod),

@@ -80,7 +80,7 @@ fn placement_time_falls_back_to_start_then_creation_and_is_never_now() {
     assert_eq!(placed_at(&kube_pod(value.clone())), Some(UnixMillis(SCHEDULED_MS - 2_000)));
     value["metadata"].as_object_mut().unwrap().remove("creationTimestamp");
     assert_eq!(placed_at(&kube_pod(value.clone())), None);
-    let err = view(&kube_pod(value), &Estimator::default()).unwrap_err();
+    let err = view(&kube_pod(value), &Estimator::default()).unwrap_err().to_string();
     assert!(err.contains("PodScheduled"), "{err}");
 }
 
@@ -104,7 +104,9 @@ fn completed_unbound_and_uid_less_pods_are_not_placements() {
     );
     let mut no_uid = running("1", "1Gi");
     no_uid["metadata"].as_object_mut().unwrap().remove("uid");
-    assert!(view(&kube_pod(no_uid), &Estimator::default()).unwrap_err().contains("uid"));
+    assert!(
+        view(&kube_pod(no_uid), &Estimator::default()).unwrap_err().to_string().contains("uid")
+    );
 }
 
 #[test]
@@ -168,7 +170,65 @@ fn pod_level_resources_replace_the_container_sum() {
 #[test]
 fn a_bad_quantity_makes_the_pod_malformed_not_zero() {
     let err = view(&kube_pod(running("lots", "1Gi")), &Estimator::default()).unwrap_err();
-    assert!(err.contains("cpu"), "{err}");
+    assert!(err.to_string().contains("cpu"), "{err}");
+    // The error names the field.
+    assert_eq!(
+        err.to_string(),
+        "spec.containers[0].resources.requests.cpu: 'lots' is not a quantity"
+    );
+}
+
+/// `tests/fixtures/pod-resources.json`: the one table of pod → requests, limits and
+/// estimate that the extender's tests and the Go plugin's tests run too.
+const FIXTURES: &str = include_str!("../../../../../tests/fixtures/pod-resources.json");
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Amounts {
+    cpu_millis: i64,
+    memory_bytes: i64,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Case {
+    name: String,
+    pod: Value,
+    requests: Amounts,
+    limits: Amounts,
+    estimate: Amounts,
+    owner_kind: Option<String>,
+}
+
+#[test]
+fn the_shared_fixture_table_holds_for_the_pod_watch() {
+    let cases: Vec<Case> = serde_json::from_str(FIXTURES).expect("fixture table parses");
+    assert!(cases.len() >= 15, "{} cases", cases.len());
+    for case in cases {
+        let name = &case.name;
+        let pod: KubePod = serde_json::from_value(case.pod)
+            .unwrap_or_else(|e| panic!("{name}: not a v1.Pod: {e}"));
+        let domain = domain_pod(&pod).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            (domain.cpu_request_millis, domain.memory_request_bytes),
+            (case.requests.cpu_millis, case.requests.memory_bytes),
+            "{name}: requests"
+        );
+        assert_eq!(
+            (domain.cpu_limit_millis, domain.memory_limit_bytes),
+            (case.limits.cpu_millis, case.limits.memory_bytes),
+            "{name}: limits"
+        );
+        let usage = estimate(&Estimator::default(), &domain);
+        assert_eq!(
+            (usage.cpu_millis, usage.memory_bytes),
+            (case.estimate.cpu_millis, case.estimate.memory_bytes),
+            "{name}: estimate"
+        );
+        if let Some(kind) = &case.owner_kind {
+            assert_eq!(&domain.owner_kind, kind, "{name}: owner kind");
+        }
+    }
 }
 
 #[test]
