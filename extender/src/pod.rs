@@ -1,13 +1,18 @@
 //! The scheduler's `v1.Pod` reduced to `waterline.v1.PodInfo`, reading only the fields
-//! load-aware scheduling needs (everything else in the object is skipped unparsed), with
-//! requests and limits aggregated the way kube-scheduler does
-//! (`k8s.io/component-helpers/resource` `PodRequests`/`PodLimits`).
+//! load-aware scheduling needs (everything else in the object is skipped unparsed). Requests
+//! and limits are not computed here: the pod's resource fields become core's
+//! [`PodSpecResources`] and [`effective_resources`] applies the one rule the collector and
+//! (through `tests/fixtures/pod-resources.json`) the Go plugin share.
 
 use std::collections::HashMap;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 use waterline_api::v1 as pb;
+use waterline_core::pod::{
+    ContainerResources, EffectiveResources, InitContainerResources, PodSpecResources, ResourceList,
+    effective_resources,
+};
 use waterline_core::quantity::{parse_bytes, parse_cpu_millis};
 
 /// Go marshals nil slices, maps and pointers as `null`: treat `null` like an absent field.
@@ -91,35 +96,9 @@ pub struct Resources {
     pub memory: Option<i64>,
 }
 
-impl Resources {
-    fn zip(self, other: Resources, f: impl Fn(Option<i64>, Option<i64>) -> Option<i64>) -> Self {
-        Resources { cpu: f(self.cpu, other.cpu), memory: f(self.memory, other.memory) }
-    }
-
-    /// Sum; a resource is present when either side has it (Go's `addResourceList`).
-    fn add(self, other: Resources) -> Self {
-        self.zip(other, |a, b| match (a, b) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-        })
-    }
-
-    /// Maximum; a resource is present when either side has it (Go's `maxResourceList`).
-    fn max(self, other: Resources) -> Self {
-        self.zip(other, |a, b| match (a, b) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0).max(b.unwrap_or(0))),
-        })
-    }
-
-    /// Adds `overhead` only to resources already present (`PodLimits`).
-    fn add_to_present(self, overhead: Resources) -> Self {
-        self.zip(overhead, |a, b| a.map(|a| a.saturating_add(b.unwrap_or(0))))
-    }
-
-    /// Replaces the resources `pod_level` sets (pod-level resources win for cpu and memory).
-    fn override_with(self, pod_level: Resources) -> Self {
-        self.zip(pod_level, |a, b| b.or(a))
+impl From<Resources> for ResourceList {
+    fn from(r: Resources) -> Self {
+        ResourceList { cpu_millis: r.cpu, memory_bytes: r.memory }
     }
 }
 
@@ -130,6 +109,12 @@ pub struct ResourceRequirements {
     pub requests: Resources,
     #[serde(deserialize_with = "nullable")]
     pub limits: Resources,
+}
+
+impl From<&ResourceRequirements> for ContainerResources {
+    fn from(r: &ResourceRequirements) -> Self {
+        ContainerResources { requests: r.requests.into(), limits: r.limits.into() }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -197,13 +182,6 @@ pub struct Pod {
 /// What the API server defaults an empty `spec.schedulerName` to.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
-/// Which of a container's resource lists to aggregate.
-#[derive(Clone, Copy)]
-enum Kind {
-    Requests,
-    Limits,
-}
-
 impl Pod {
     pub fn scheduler_name(&self) -> &str {
         match self.spec.scheduler_name.as_str() {
@@ -222,60 +200,40 @@ impl Pod {
             .unwrap_or("")
     }
 
-    /// App containers summed; each init container raises the result to at least what it
-    /// needs while it runs (itself plus the sidecars started before it); sidecars
-    /// (`restartPolicy: Always` init containers) run for the pod's whole life, so they are
-    /// also added to the sum.
-    fn aggregate(&self, kind: Kind) -> Resources {
-        let pick = |c: &Container| match kind {
-            Kind::Requests => c.resources.requests,
-            Kind::Limits => c.resources.limits,
-        };
-        let mut total =
-            self.spec.containers.iter().fold(Resources::default(), |sum, c| sum.add(pick(c)));
-        let mut sidecars = Resources::default();
-        let mut init_peak = Resources::default();
-        for init in &self.spec.init_containers {
-            let own = pick(init);
-            let running = if init.restart_policy == "Always" {
-                total = total.add(own);
-                sidecars = sidecars.add(own);
-                sidecars
-            } else {
-                own.add(sidecars)
-            };
-            init_peak = init_peak.max(running);
+    /// What of the spec decides the pod's resources, in core's terms.
+    pub fn spec_resources(&self) -> PodSpecResources {
+        let spec = &self.spec;
+        PodSpecResources {
+            containers: spec.containers.iter().map(|c| (&c.resources).into()).collect(),
+            init_containers: spec
+                .init_containers
+                .iter()
+                .map(|c| InitContainerResources {
+                    resources: (&c.resources).into(),
+                    sidecar: c.restart_policy == "Always",
+                })
+                .collect(),
+            pod_level: (&spec.resources).into(),
+            overhead: spec.overhead.into(),
         }
-        total.max(init_peak)
     }
 
-    /// `PodRequests`: containers aggregated, pod-level requests winning, plus overhead.
-    pub fn requests(&self) -> Resources {
-        self.aggregate(Kind::Requests)
-            .override_with(self.spec.resources.requests)
-            .add(self.spec.overhead)
-    }
-
-    /// `PodLimits`: containers aggregated, pod-level limits winning, overhead added only to
-    /// the limits that are set.
-    pub fn limits(&self) -> Resources {
-        self.aggregate(Kind::Limits)
-            .override_with(self.spec.resources.limits)
-            .add_to_present(self.spec.overhead)
+    /// The pod's effective requests and limits (core's rule; a limit of 0 is unbounded).
+    pub fn resources(&self) -> EffectiveResources {
+        effective_resources(&self.spec_resources())
     }
 
     pub fn to_info(&self) -> pb::PodInfo {
-        let requests = self.requests();
-        let limits = self.limits();
+        let resources = self.resources();
         pb::PodInfo {
             namespace: self.metadata.namespace.clone(),
             name: self.metadata.name.clone(),
             uid: self.metadata.uid.clone(),
             labels: self.metadata.labels.clone(),
-            cpu_request_millis: requests.cpu.unwrap_or(0),
-            cpu_limit_millis: limits.cpu.unwrap_or(0),
-            memory_request_bytes: requests.memory.unwrap_or(0),
-            memory_limit_bytes: limits.memory.unwrap_or(0),
+            cpu_request_millis: resources.cpu_request_millis,
+            cpu_limit_millis: resources.cpu_limit_millis,
+            memory_request_bytes: resources.memory_request_bytes,
+            memory_limit_bytes: resources.memory_limit_bytes,
             priority_class: self.spec.priority_class_name.clone(),
             owner_kind: self.owner_kind().to_owned(),
             scheduler_name: self.scheduler_name().to_owned(),

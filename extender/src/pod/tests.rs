@@ -1,3 +1,7 @@
+use serde_json::Value;
+use waterline_core::estimate::estimate;
+use waterline_core::policy::Estimator;
+
 use super::*;
 
 fn pod(json: &str) -> Pod {
@@ -27,14 +31,14 @@ fn requests_follow_kube_scheduler_with_sidecars_and_overhead() {
     // init peaks: migrate 3000 (no sidecar yet), proxy 500, warm 2000 + 500 = 2500
     // → max(850, 3000) = 3000, + overhead 50.
     // memory: 256 + 32 + 64 = 352 Mi; peaks 1024, 64, 128 + 64 → 1024 Mi, + 16 Mi.
-    let r = p.requests();
-    assert_eq!(r.cpu, Some(3050));
-    assert_eq!(r.memory, Some(1040 << 20));
-    // limits: app 1000 + sidecar 500 = 1500; migrate 3000; proxy 500; warm none + 500
-    // → 3000 + 50 overhead. memory: app 512 Mi; migrate 1024 Mi → 1024 + 16 Mi.
-    let l = p.limits();
-    assert_eq!(l.cpu, Some(3050));
-    assert_eq!(l.memory, Some(1040 << 20));
+    let r = p.resources();
+    assert_eq!(r.cpu_request_millis, 3050);
+    assert_eq!(r.memory_request_bytes, 1040 << 20);
+    // limits: only the containers that keep running count (app, log and the sidecar
+    // proxy), and `log` sets none, the proxy no memory limit: both are unbounded (0).
+    // `PodLimits` said 3000 + 50 and 1024 + 16 Mi, the regular init container `migrate`'s
+    // limits, which cap nothing once it has finished (core's rule, issue 14).
+    assert_eq!((r.cpu_limit_millis, r.memory_limit_bytes), (0, 0));
 
     let info = p.to_info();
     assert_eq!(info.namespace, "shop");
@@ -45,7 +49,7 @@ fn requests_follow_kube_scheduler_with_sidecars_and_overhead() {
     assert_eq!(info.priority_class, "high");
     assert_eq!(info.scheduler_name, "waterline-scheduler");
     assert_eq!(info.cpu_request_millis, 3050);
-    assert_eq!(info.memory_limit_bytes, 1040 << 20);
+    assert_eq!(info.memory_limit_bytes, 0);
 }
 
 #[test]
@@ -54,8 +58,8 @@ fn sidecars_count_for_the_whole_life_of_the_pod() {
     let p = pod(
         r#"{"spec":{"initContainers":[{"name":"i","resources":{"requests":{"cpu":"100m"}}},{"name":"s","restartPolicy":"Always","resources":{"requests":{"cpu":"1"}}}],"containers":[{"name":"c","resources":{"requests":{"cpu":"2"}}}]}}"#,
     );
-    assert_eq!(p.requests().cpu, Some(3000));
-    assert_eq!(p.requests().memory, None);
+    assert_eq!(p.resources().cpu_request_millis, 3000);
+    assert_eq!(p.resources().memory_request_bytes, 0);
 }
 
 #[test]
@@ -63,10 +67,15 @@ fn overhead_is_added_to_set_limits_only() {
     let p = pod(
         r#"{"spec":{"containers":[{"name":"a","resources":{"limits":{"cpu":"1"}}},{"name":"b","resources":{"limits":null,"requests":null}}],"overhead":{"cpu":"100m","memory":"10Mi"}}}"#,
     );
-    assert_eq!(p.limits(), Resources { cpu: Some(1100), memory: None });
-    assert_eq!(p.requests(), Resources { cpu: Some(100), memory: Some(10 << 20) });
+    let r = p.resources();
+    // Container `b` sets no limit, so the pod's cpu is unbounded (0): one unlimited
+    // container can use the node. This test used to expect 1100 (a's limit + overhead),
+    // which capped the usage estimate below what the pod may use while the collector
+    // and the plugin said unbounded for the same pod (issue 14); core's rule is unbounded.
+    assert_eq!((r.cpu_limit_millis, r.memory_limit_bytes), (0, 0));
+    assert_eq!((r.cpu_request_millis, r.memory_request_bytes), (100, 10 << 20));
     let info = p.to_info();
-    assert_eq!((info.cpu_limit_millis, info.memory_limit_bytes), (1100, 0));
+    assert_eq!((info.cpu_limit_millis, info.memory_limit_bytes), (0, 0));
 }
 
 #[test]
@@ -74,8 +83,9 @@ fn pod_level_resources_win_for_cpu_and_memory() {
     let p = pod(
         r#"{"spec":{"resources":{"requests":{"cpu":"4"},"limits":{"memory":"8Gi"}},"containers":[{"name":"a","resources":{"requests":{"cpu":"1","memory":"1Gi"},"limits":{"memory":"2Gi"}}}]}}"#,
     );
-    assert_eq!(p.requests(), Resources { cpu: Some(4000), memory: Some(1 << 30) });
-    assert_eq!(p.limits(), Resources { cpu: None, memory: Some(8 << 30) });
+    let r = p.resources();
+    assert_eq!((r.cpu_request_millis, r.memory_request_bytes), (4000, 1 << 30));
+    assert_eq!((r.cpu_limit_millis, r.memory_limit_bytes), (0, 8 << 30));
 }
 
 #[test]
@@ -83,7 +93,8 @@ fn nulls_numbers_and_other_resources_are_tolerated() {
     let p = pod(
         r#"{"metadata":{"name":null,"labels":null,"ownerReferences":null},"spec":{"schedulerName":null,"initContainers":null,"overhead":null,"containers":[{"name":"a","restartPolicy":null,"resources":{"requests":{"cpu":2,"memory":1e3,"nvidia.com/gpu":"1","ephemeral-storage":"1Gi"}}}]},"status":null}"#,
     );
-    assert_eq!(p.requests(), Resources { cpu: Some(2000), memory: Some(1000) });
+    let r = p.resources();
+    assert_eq!((r.cpu_request_millis, r.memory_request_bytes), (2000, 1000));
     assert_eq!(p.scheduler_name(), DEFAULT_SCHEDULER);
 }
 
@@ -108,4 +119,65 @@ fn daemonset_pods_carry_their_owner_kind() {
         r#"{"metadata":{"ownerReferences":[{"apiVersion":"apps/v1","kind":"DaemonSet","name":"ds","uid":"u","controller":true}]}}"#,
     );
     assert_eq!(p.to_info().owner_kind, "DaemonSet");
+}
+
+/// `tests/fixtures/pod-resources.json`: the table the collector's and the Go plugin's tests
+/// run too, so the three readers of a pod cannot drift apart again.
+const FIXTURES: &str = include_str!("../../../tests/fixtures/pod-resources.json");
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Amounts {
+    cpu_millis: i64,
+    memory_bytes: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Case {
+    name: String,
+    pod: Value,
+    requests: Amounts,
+    limits: Amounts,
+    estimate: Amounts,
+    owner_kind: Option<String>,
+}
+
+#[test]
+fn the_shared_fixture_table_holds_for_the_wire_pod() {
+    let cases: Vec<Case> = serde_json::from_str(FIXTURES).expect("fixture table parses");
+    assert!(cases.len() >= 15, "{} cases", cases.len());
+    for case in cases {
+        let name = &case.name;
+        // The bytes the scheduler sends, through the same decoder as a request.
+        let p: Pod =
+            serde_json::from_str(&case.pod.to_string()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let info = p.to_info();
+        assert_eq!(
+            (info.cpu_request_millis, info.memory_request_bytes),
+            (case.requests.cpu_millis, case.requests.memory_bytes),
+            "{name}: requests"
+        );
+        assert_eq!(
+            (info.cpu_limit_millis, info.memory_limit_bytes),
+            (case.limits.cpu_millis, case.limits.memory_bytes),
+            "{name}: limits"
+        );
+        let domain = waterline_core::Pod {
+            cpu_request_millis: info.cpu_request_millis,
+            cpu_limit_millis: info.cpu_limit_millis,
+            memory_request_bytes: info.memory_request_bytes,
+            memory_limit_bytes: info.memory_limit_bytes,
+            ..waterline_core::Pod::default()
+        };
+        let usage = estimate(&Estimator::default(), &domain);
+        assert_eq!(
+            (usage.cpu_millis, usage.memory_bytes),
+            (case.estimate.cpu_millis, case.estimate.memory_bytes),
+            "{name}: estimate"
+        );
+        if let Some(kind) = &case.owner_kind {
+            assert_eq!(&info.owner_kind, kind, "{name}: owner kind");
+        }
+    }
 }
