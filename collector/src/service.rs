@@ -9,13 +9,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use waterline_api::v1 as pb;
 use waterline_api::v1::collector_service_server::CollectorService;
-use waterline_core::estimate::estimate;
-use waterline_core::{Millis, UnixMillis};
-use waterline_runtime::convert::{placement, pod_from_proto, unix_millis};
+use waterline_convert::{ToProto, listed_entry, required_pod, timestamp, unix_millis};
+use waterline_core::placement::placement;
+use waterline_core::{Delta, LedgerSource, Millis, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
-use crate::state::ClusterState;
+use crate::state::{ClusterState, Published};
 
 /// Messages queued per subscriber before its sender waits; a subscriber this far behind
 /// stops draining the broadcast channel and is resynced from a full snapshot.
@@ -29,31 +29,37 @@ pub struct Collector {
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchNodesResponse, Status>> + Send>>;
 
-/// The message itself when this subscriber holds the last reference (the broadcast
-/// channel drops its copy once every receiver has read it), else a copy. A refresh of
-/// 5,000 nodes is ~2 MB of messages: copying it for the only subscriber doubled that.
-fn owned(message: Arc<pb::WatchNodesResponse>) -> pb::WatchNodesResponse {
-    Arc::try_unwrap(message).unwrap_or_else(|shared| (*shared).clone())
+/// The wire form of a published delta. This subscriber moves the message out when it holds
+/// the last reference (the broadcast channel drops its copy once every receiver has read
+/// it), else it shares the one encoding: a refresh of 5,000 nodes is ~2 MB of messages, and
+/// encoding or copying it once more per subscriber doubled that.
+fn wire(published: Arc<Published>) -> pb::WatchNodesResponse {
+    match Arc::try_unwrap(published) {
+        Ok(last) => last.into_encoded(Delta::to_proto),
+        Err(shared) => shared.encoded(Delta::to_proto),
+    }
 }
 
 /// Folds every delta that is already waiting into `first`, so a subscriber that wakes up
 /// late gets one message instead of a burst.
 fn coalesce(
-    first: Arc<pb::WatchNodesResponse>,
-    rx: &mut broadcast::Receiver<Arc<pb::WatchNodesResponse>>,
+    first: Arc<Published>,
+    rx: &mut broadcast::Receiver<Arc<Published>>,
 ) -> Result<pb::WatchNodesResponse, broadcast::error::TryRecvError> {
-    let mut merged = owned(first);
+    let mut merged: Option<Delta> = None;
     loop {
         match rx.try_recv() {
             Ok(next) => {
-                let next = owned(next);
-                merged.nodes.extend(next.nodes);
-                merged.removed_nodes.extend(next.removed_nodes);
-                merged.placed.extend(next.placed);
-                merged.released_pod_uids.extend(next.released_pod_uids);
-                merged.sent_at = next.sent_at;
+                let delta = merged.get_or_insert_with(|| first.delta.clone());
+                delta.merge(next.delta.clone());
             }
-            Err(broadcast::error::TryRecvError::Empty) => return Ok(merged),
+            // Nothing else waiting, the usual case: the shared encoding.
+            Err(broadcast::error::TryRecvError::Empty) => {
+                return Ok(match merged {
+                    None => wire(first),
+                    Some(delta) => delta.to_proto(),
+                });
+            }
             Err(e) => return Err(e),
         }
     }
@@ -67,7 +73,7 @@ async fn feed(
     'resync: loop {
         let (full, mut rx) = state.subscribe();
         tracing::debug!(%subscriber, nodes = full.nodes.len(), "sending full snapshot");
-        if tx.send(Ok(full)).await.is_err() {
+        if tx.send(Ok(full.to_proto())).await.is_err() {
             return;
         }
         loop {
@@ -121,7 +127,26 @@ impl CollectorService for Collector {
         let names = request.into_inner().node_names;
         let windows: Vec<(String, Millis)> =
             policy.metrics.iter().map(|m| (m.name.clone(), m.absorb_window)).collect();
-        let result = Ok(self.state.list(&names, UnixMillis::now(), &windows));
+        let listing = self.state.list(&names, UnixMillis::now(), &windows);
+        let result = Ok(pb::ListNodesResponse {
+            nodes: listing.nodes.iter().map(ToProto::to_proto).collect(),
+            ledger: listing
+                .ledger
+                .iter()
+                .map(|(e, remaining)| listed_entry(e, remaining))
+                .collect(),
+            metrics: listing
+                .metrics
+                .iter()
+                .map(|(metric, h)| pb::MetricStatus {
+                    metric: metric.clone(),
+                    last_success: h.last_success.map(timestamp),
+                    last_error: h.last_error.clone(),
+                    series: h.series,
+                    nodes_covered: h.nodes_covered,
+                })
+                .collect(),
+        });
         timer.finish_grpc(&result);
         result.map(Response::new)
     }
@@ -132,21 +157,19 @@ impl CollectorService for Collector {
     ) -> Result<Response<pb::CollectorServiceReserveResponse>, Status> {
         let timer = self.rpc.start("Reserve");
         let request = request.into_inner();
-        let result = pod_from_proto(request.pod.as_ref())
-            .and_then(|mut pod| {
-                let policy = self.policy.get();
-                let usage = estimate(&policy.estimator, &pod);
-                pod.labels = policy.ledger_labels(std::mem::take(&mut pod.labels));
+        let result = required_pod(request.pod.as_ref())
+            .and_then(|pod| {
                 let placed_at =
                     request.placed_at.as_ref().map_or_else(UnixMillis::now, unix_millis);
-                placement(&pod, &request.node_name, usage, placed_at)
+                let source = LedgerSource::Reserve;
+                Ok(placement(&self.policy.get(), pod, &request.node_name, placed_at, source)?)
             })
             .map(|entry| {
                 tracing::debug!(pod = %entry.uid, node = %entry.node, "reserve");
                 self.state.place(entry);
                 pb::CollectorServiceReserveResponse {}
             })
-            .map_err(Status::invalid_argument);
+            .map_err(Status::from);
         timer.finish_grpc(&result);
         result.map(Response::new)
     }
@@ -173,11 +196,8 @@ impl CollectorService for Collector {
 mod tests {
     use super::*;
 
-    fn delta(uid: &str) -> Arc<pb::WatchNodesResponse> {
-        Arc::new(pb::WatchNodesResponse {
-            released_pod_uids: vec![uid.to_string()],
-            ..Default::default()
-        })
+    fn delta(uid: &str) -> Arc<Published> {
+        Arc::new(Published::new(Delta { released: vec![uid.to_string()], ..Delta::default() }))
     }
 
     #[test]
@@ -193,15 +213,15 @@ mod tests {
     }
 
     #[test]
-    fn the_last_reader_takes_the_message_and_others_get_a_copy() {
+    fn the_last_reader_takes_the_message_and_others_share_one_encoding() {
         let (tx, mut one) = broadcast::channel(16);
         let mut two = tx.subscribe();
         tx.send(delta("a")).unwrap();
         let first = one.try_recv().unwrap();
         assert_eq!(Arc::strong_count(&first), 2, "the channel still holds it for `two`");
-        assert_eq!(owned(first).released_pod_uids, ["a"]);
+        assert_eq!(wire(first).released_pod_uids, ["a"]);
         let last = two.try_recv().unwrap();
         assert_eq!(Arc::strong_count(&last), 1, "read by every receiver: the channel let go");
-        assert_eq!(owned(last).released_pod_uids, ["a"]);
+        assert_eq!(wire(last).released_pod_uids, ["a"]);
     }
 }

@@ -1,16 +1,17 @@
 //! The collector's state: every node's latest samples and capacity, the ledger, and the
 //! health of each metric source — one mutex, never held across an `.await`. Every change
-//! is published once as a ready-made `WatchNodesResponse` delta on a broadcast channel;
-//! a subscriber that lags behind the channel gets a fresh full snapshot instead.
+//! is published once as a domain [`Delta`] on a broadcast channel (in the order the changes
+//! happened: publishing happens under the lock); a subscriber that lags behind the channel
+//! gets a fresh full snapshot instead. This module knows no wire format: the service
+//! encodes each delta, once, for all subscribers ([`Published::encoded`]).
 
+use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use tokio::sync::broadcast;
-use waterline_api::v1 as pb;
 use waterline_core::snapshot::{Capacity, Sample};
-use waterline_core::{Ledger, LedgerEntry, Millis, UnixMillis};
-use waterline_runtime::convert::{capacity_to_proto, duration, entry_to_proto, timestamp};
+use waterline_core::{Delta, Ledger, LedgerEntry, Millis, NodeReport, UnixMillis};
 
 /// Deltas buffered per subscriber before it counts as lagging.
 const EVENT_BUFFER: usize = 1024;
@@ -31,6 +32,51 @@ pub struct MetricHealth {
     pub nodes_covered: i64,
 }
 
+/// One published change and its wire form, encoded by the first subscriber that sends it
+/// and shared by the others. The state names no wire type, so it keeps the encoding as
+/// `Any`; one collector uses one wire type.
+pub struct Published {
+    pub delta: Delta,
+    encoded: OnceLock<Box<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Published {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Published").field("delta", &self.delta).finish_non_exhaustive()
+    }
+}
+
+impl Published {
+    pub fn new(delta: Delta) -> Self {
+        Published { delta, encoded: OnceLock::new() }
+    }
+
+    /// The delta's wire form: encoded once, a copy for every later caller.
+    pub fn encoded<W: Any + Send + Sync + Clone>(&self, encode: impl Fn(&Delta) -> W) -> W {
+        let shared = self.encoded.get_or_init(|| Box::new(encode(&self.delta)));
+        // A second wire type cannot happen in one collector; encoding afresh keeps even
+        // that case correct.
+        shared.downcast_ref::<W>().cloned().unwrap_or_else(|| encode(&self.delta))
+    }
+
+    /// The wire form for the last reader: the shared encoding moved out if there is one.
+    pub fn into_encoded<W: Any>(self, encode: impl Fn(&Delta) -> W) -> W {
+        match self.encoded.into_inner().map(|shared| shared.downcast::<W>()) {
+            Some(Ok(encoded)) => *encoded,
+            _ => encode(&self.delta),
+        }
+    }
+}
+
+/// What ListNodes shows, in the domain's terms.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Listing {
+    pub nodes: Vec<NodeReport>,
+    /// Each entry with how long it still counts toward each metric.
+    pub ledger: Vec<(LedgerEntry, Vec<(String, Millis)>)>,
+    pub metrics: BTreeMap<String, MetricHealth>,
+}
+
 #[derive(Default)]
 struct Inner {
     nodes: BTreeMap<String, NodeRecord>,
@@ -41,7 +87,7 @@ struct Inner {
 #[derive(Clone)]
 pub struct ClusterState {
     inner: Arc<Mutex<Inner>>,
-    events: broadcast::Sender<Arc<pb::WatchNodesResponse>>,
+    events: broadcast::Sender<Arc<Published>>,
 }
 
 impl Default for ClusterState {
@@ -50,19 +96,11 @@ impl Default for ClusterState {
     }
 }
 
-fn node_to_proto(name: &str, node: &NodeRecord) -> pb::NodeState {
-    pb::NodeState {
+fn report(name: &str, node: &NodeRecord) -> NodeReport {
+    NodeReport {
         name: name.to_owned(),
-        capacity: Some(capacity_to_proto(node.capacity)),
-        metrics: node
-            .samples
-            .iter()
-            .map(|(metric, s)| pb::MetricSample {
-                metric: metric.clone(),
-                value_percent: s.value,
-                sampled_at: Some(timestamp(s.at)),
-            })
-            .collect(),
+        capacity: node.capacity,
+        samples: node.samples.iter().map(|(metric, s)| (metric.clone(), *s)).collect(),
     }
 }
 
@@ -71,30 +109,25 @@ impl ClusterState {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn publish(&self, delta: pb::WatchNodesResponse) {
-        let empty = delta.nodes.is_empty()
-            && delta.removed_nodes.is_empty()
-            && delta.placed.is_empty()
-            && delta.released_pod_uids.is_empty();
-        if !empty {
+    fn publish(&self, delta: Delta) {
+        if !delta.is_empty() {
             // No receivers is fine: scorers subscribe whenever they like.
-            let _ = self.events.send(Arc::new(pb::WatchNodesResponse {
-                sent_at: Some(timestamp(UnixMillis::now())),
-                ..delta
-            }));
+            let _ = self
+                .events
+                .send(Arc::new(Published::new(Delta { sent_at: UnixMillis::now(), ..delta })));
         }
     }
 
     /// Replaces the whole node set (a source that owns every node: static or synthetic).
     pub fn replace_nodes(&self, nodes: BTreeMap<String, NodeRecord>) {
-        let mut delta = pb::WatchNodesResponse::default();
+        let mut delta = Delta::default();
         {
             let mut inner = self.lock();
             delta.removed_nodes =
                 inner.nodes.keys().filter(|n| !nodes.contains_key(*n)).cloned().collect();
             for (name, node) in &nodes {
                 if inner.nodes.get(name) != Some(node) {
-                    delta.nodes.push(node_to_proto(name, node));
+                    delta.nodes.push(report(name, node));
                 }
             }
             inner.nodes = nodes;
@@ -106,7 +139,7 @@ impl ClusterState {
     /// Merges one metric's samples for many nodes (a cluster-wide query's answer).
     pub fn update_metric(&self, metric: &str, samples: &BTreeMap<String, Sample>) {
         let mut inner = self.lock();
-        let mut delta = pb::WatchNodesResponse::default();
+        let mut delta = Delta::default();
         for (name, sample) in samples {
             // Look up before inserting: every refresh touches every node, and `entry` would
             // allocate a key (and the metric name) per node only to drop it again.
@@ -121,7 +154,7 @@ impl ClusterState {
                     node.samples.insert(metric.to_owned(), *sample);
                 }
             }
-            delta.nodes.push(node_to_proto(name, node));
+            delta.nodes.push(report(name, node));
         }
         self.publish(delta);
     }
@@ -129,12 +162,12 @@ impl ClusterState {
     /// Sets node capacities (from Kubernetes or Prometheus).
     pub fn update_capacity(&self, capacities: &BTreeMap<String, Capacity>) {
         let mut inner = self.lock();
-        let mut delta = pb::WatchNodesResponse::default();
+        let mut delta = Delta::default();
         for (name, capacity) in capacities {
             let node = inner.nodes.entry(name.clone()).or_default();
             if node.capacity != *capacity {
                 node.capacity = *capacity;
-                delta.nodes.push(node_to_proto(name, node));
+                delta.nodes.push(report(name, node));
             }
         }
         self.publish(delta);
@@ -145,10 +178,7 @@ impl ClusterState {
     pub fn remove_node(&self, name: &str) {
         let mut inner = self.lock();
         if inner.nodes.remove(name).is_some() {
-            self.publish(pb::WatchNodesResponse {
-                removed_nodes: vec![name.to_owned()],
-                ..Default::default()
-            });
+            self.publish(Delta { removed_nodes: vec![name.to_owned()], ..Delta::default() });
         }
     }
 
@@ -164,10 +194,7 @@ impl ClusterState {
     pub fn place(&self, entry: LedgerEntry) {
         let mut inner = self.lock();
         if let Some(stored) = inner.ledger.apply(entry) {
-            self.publish(pb::WatchNodesResponse {
-                placed: vec![entry_to_proto(&stored, None)],
-                ..Default::default()
-            });
+            self.publish(Delta { placed: vec![stored], ..Delta::default() });
         }
     }
 
@@ -175,92 +202,66 @@ impl ClusterState {
     pub fn release(&self, uid: &str) {
         let mut inner = self.lock();
         if inner.ledger.delete(uid).is_some() {
-            self.publish(pb::WatchNodesResponse {
-                released_pod_uids: vec![uid.to_owned()],
-                ..Default::default()
-            });
+            self.publish(Delta { released: vec![uid.to_owned()], ..Delta::default() });
         }
     }
 
     /// A fresh list of placed pods replaces the watched view of the ledger.
     pub fn reset_ledger(&self, live: Vec<LedgerEntry>, now: UnixMillis, reserve_grace: Millis) {
         let mut inner = self.lock();
-        let removed = inner.ledger.reset(live.clone(), now, reserve_grace);
-        let placed = live
-            .iter()
-            .filter_map(|e| inner.ledger.get(&e.uid))
-            .map(|e| entry_to_proto(e, None))
-            .collect();
-        self.publish(pb::WatchNodesResponse {
-            placed,
-            released_pod_uids: removed,
-            ..Default::default()
-        });
+        let released = inner.ledger.reset(live.clone(), now, reserve_grace);
+        let placed = live.iter().filter_map(|e| inner.ledger.get(&e.uid)).cloned().collect();
+        self.publish(Delta { placed, released, ..Delta::default() });
     }
 
     /// Drops Reserve entries no pod watch confirmed within `ttl`.
     pub fn prune_unconfirmed(&self, now: UnixMillis, ttl: Millis) -> usize {
         let mut inner = self.lock();
-        let removed = inner.ledger.prune_unconfirmed(now, ttl);
-        let count = removed.len();
-        self.publish(pb::WatchNodesResponse { released_pod_uids: removed, ..Default::default() });
+        let released = inner.ledger.prune_unconfirmed(now, ttl);
+        let count = released.len();
+        self.publish(Delta { released, ..Delta::default() });
         count
     }
 
     /// A full snapshot plus a receiver for every later change, taken atomically so no
     /// change falls between the two.
-    pub fn subscribe(
-        &self,
-    ) -> (pb::WatchNodesResponse, broadcast::Receiver<Arc<pb::WatchNodesResponse>>) {
+    pub fn subscribe(&self) -> (Delta, broadcast::Receiver<Arc<Published>>) {
         let inner = self.lock();
         let receiver = self.events.subscribe();
         (full_snapshot(&inner), receiver)
     }
 
     /// Nodes (optionally only `names`), the ledger and metric health, for ListNodes.
+    /// `absorb_windows`: each metric's absorb window.
     pub fn list(
         &self,
         names: &[String],
         now: UnixMillis,
         absorb_windows: &[(String, Millis)],
-    ) -> pb::ListNodesResponse {
+    ) -> Listing {
         let inner = self.lock();
         let wanted = |n: &str| names.is_empty() || names.iter().any(|w| w == n);
         let mut ledger: Vec<&LedgerEntry> =
             inner.ledger.iter().filter(|e| wanted(&e.node)).collect();
         ledger.sort_by(|a, b| (a.placed_at, &a.uid).cmp(&(b.placed_at, &b.uid)));
-        pb::ListNodesResponse {
+        Listing {
             nodes: inner
                 .nodes
                 .iter()
                 .filter(|(n, _)| wanted(n))
-                .map(|(n, node)| node_to_proto(n, node))
+                .map(|(n, node)| report(n, node))
                 .collect(),
             ledger: ledger
                 .into_iter()
                 .map(|e| {
-                    let by_metric: BTreeMap<String, Millis> = absorb_windows
+                    let remaining = absorb_windows
                         .iter()
                         .map(|(metric, window)| (metric.clone(), e.absorb_remaining(now, *window)))
                         .collect();
-                    let longest = by_metric.values().copied().max().unwrap_or_default();
-                    let mut entry = entry_to_proto(e, Some(longest));
-                    entry.absorb_remaining_by_metric =
-                        by_metric.into_iter().map(|(m, d)| (m, duration(d))).collect();
-                    entry
+                    (e.clone(), remaining)
                 })
                 .collect(),
-            metrics: inner
-                .metrics
-                .iter()
-                .map(|(metric, h)| pb::MetricStatus {
-                    metric: metric.clone(),
-                    last_success: h.last_success.map(timestamp),
-                    last_error: h.last_error.clone(),
-                    series: h.series,
-                    nodes_covered: h.nodes_covered,
-                })
-                .collect(),
+            metrics: inner.metrics.clone(),
         }
     }
 
@@ -277,14 +278,14 @@ impl ClusterState {
     }
 }
 
-fn full_snapshot(inner: &Inner) -> pb::WatchNodesResponse {
-    pb::WatchNodesResponse {
+fn full_snapshot(inner: &Inner) -> Delta {
+    Delta {
         reset: true,
-        nodes: inner.nodes.iter().map(|(n, node)| node_to_proto(n, node)).collect(),
+        nodes: inner.nodes.iter().map(|(n, node)| report(n, node)).collect(),
         removed_nodes: Vec::new(),
-        placed: inner.ledger.iter().map(|e| entry_to_proto(e, None)).collect(),
-        released_pod_uids: Vec::new(),
-        sent_at: Some(timestamp(UnixMillis::now())),
+        placed: inner.ledger.iter().cloned().collect(),
+        released: Vec::new(),
+        sent_at: UnixMillis::now(),
     }
 }
 
@@ -326,11 +327,12 @@ mod tests {
         state.replace_nodes([("a".into(), record(10.0)), ("b".into(), record(20.0))].into());
         // b changes, a disappears
         state.replace_nodes([("b".into(), record(30.0))].into());
-        let delta = rx.try_recv().unwrap();
+        let published = rx.try_recv().unwrap();
+        let delta = &published.delta;
         assert!(!delta.reset);
         assert_eq!(delta.removed_nodes, vec!["a".to_string()]);
         assert_eq!(delta.nodes.len(), 1);
-        assert_eq!(delta.nodes[0].metrics[0].value_percent, 30.0);
+        assert_eq!(delta.nodes[0].samples[0].1.value, 30.0);
         assert!(rx.try_recv().is_err());
     }
 
@@ -343,10 +345,26 @@ mod tests {
         state.release("p1");
         state.release("p1");
         state.release("unknown");
-        assert_eq!(rx.try_recv().unwrap().placed.len(), 1);
-        assert_eq!(rx.try_recv().unwrap().released_pod_uids, vec!["p1".to_string()]);
+        assert_eq!(rx.try_recv().unwrap().delta.placed.len(), 1);
+        assert_eq!(rx.try_recv().unwrap().delta.released, vec!["p1".to_string()]);
         assert!(rx.try_recv().is_err());
         assert_eq!(state.ledger_len(), 0);
+    }
+
+    #[test]
+    fn a_delta_is_encoded_once_for_every_subscriber() {
+        let state = ClusterState::default();
+        let (_, mut a) = state.subscribe();
+        let (_, mut b) = state.subscribe();
+        state.place(entry("p1"));
+        let encodings = std::sync::atomic::AtomicUsize::new(0);
+        let encode = |d: &Delta| {
+            encodings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            d.placed.len()
+        };
+        assert_eq!(a.try_recv().unwrap().encoded(encode), 1);
+        assert_eq!(b.try_recv().unwrap().encoded(encode), 1);
+        assert_eq!(encodings.into_inner(), 1);
     }
 
     #[test]
@@ -368,7 +386,7 @@ mod tests {
         state.remove_node("a");
         state.remove_node("a");
         state.remove_node("unknown");
-        assert_eq!(rx.try_recv().unwrap().removed_nodes, vec!["a".to_string()]);
+        assert_eq!(rx.try_recv().unwrap().delta.removed_nodes, vec!["a".to_string()]);
         assert!(rx.try_recv().is_err());
         assert_eq!(state.node_count(), 1);
         assert_eq!(state.ledger_len(), 1);
@@ -384,12 +402,11 @@ mod tests {
         let listed = state.list(&["a".into()], UnixMillis(60_005), &windows);
         assert_eq!(listed.nodes.len(), 1);
         assert_eq!(listed.ledger.len(), 1);
-        // Placed at 5 ms, listed a minute later: 6 m left of 7 m, 11 m of 12 m; the entry
-        // counts for the longest.
-        let entry = &listed.ledger[0];
-        assert_eq!(entry.absorb_remaining.unwrap().seconds, 660);
-        assert_eq!(entry.absorb_remaining_by_metric["short"].seconds, 360);
-        assert_eq!(entry.absorb_remaining_by_metric["long"].seconds, 660);
+        // Placed at 5 ms, listed a minute later: 6 m left of 7 m, 11 m of 12 m.
+        let (entry, remaining) = &listed.ledger[0];
+        assert_eq!(entry.uid, "p1");
+        let by_metric = [("short".to_string(), Millis(360_000)), ("long".into(), Millis(660_000))];
+        assert_eq!(remaining, &by_metric);
         assert_eq!(state.list(&["b".into()], UnixMillis(0), &windows).ledger.len(), 0);
     }
 }

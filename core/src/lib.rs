@@ -7,15 +7,18 @@
 #![forbid(unsafe_code)]
 
 pub mod curve;
+pub mod delta;
 pub mod engine;
 pub mod estimate;
 pub mod ledger;
+pub mod placement;
 pub mod pod;
 pub mod policy;
 pub mod quantity;
 pub mod snapshot;
 pub mod time;
 
+pub use delta::{Delta, NodeReport};
 pub use engine::{FilterOutcome, FilterVerdicts, NodeScore, ScoreTerm};
 pub use ledger::{Ledger, LedgerEntry, LedgerSource};
 pub use pod::Pod;

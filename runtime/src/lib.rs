@@ -6,7 +6,6 @@
 
 pub mod admin;
 pub mod args;
-pub mod convert;
 pub mod grpc;
 pub mod https;
 pub mod logging;

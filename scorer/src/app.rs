@@ -62,6 +62,11 @@ fn register(
         "WatchNodes messages applied",
         s.messages.clone(),
     );
+    registry.register(
+        "waterline_collector_dropped_entries",
+        "Streamed ledger entries skipped because they had no pod_uid or node_name",
+        s.dropped_entries.clone(),
+    );
     let f = ForwardMetrics::default();
     registry.register(
         "waterline_forward_queued",

@@ -18,8 +18,8 @@ use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use waterline_api::v1 as pb;
 use waterline_api::v1::collector_service_client::CollectorServiceClient;
+use waterline_convert::timestamp;
 use waterline_core::UnixMillis;
-use waterline_runtime::convert::timestamp;
 
 use crate::store::Store;
 use crate::sync::next_backoff;

@@ -7,10 +7,12 @@ use prometheus_client::metrics::counter::Counter;
 use tonic::{Request, Response, Status};
 use waterline_api::v1 as pb;
 use waterline_api::v1::scorer_service_server::ScorerService;
+use waterline_convert::{
+    ConvertError, FromProto, check_node_names, filter_response, required_pod, score_response,
+};
 use waterline_core::engine::{self, Stats};
-use waterline_core::estimate::estimate;
-use waterline_core::{Pod, UnixMillis};
-use waterline_runtime::convert::{check_node_names, duration, placement, pod_from_proto};
+use waterline_core::placement::placement;
+use waterline_core::{LedgerSource, Pod, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
@@ -42,8 +44,8 @@ impl Scorer {
     }
 
     fn candidates(&self, pod: Option<&pb::PodInfo>, nodes: &[String]) -> Result<Pod, Status> {
-        let pod = pod_from_proto(pod).map_err(Status::invalid_argument)?;
-        check_node_names(nodes, self.max_nodes).map_err(Status::invalid_argument)?;
+        let pod = required_pod(pod)?;
+        check_node_names(nodes, self.max_nodes)?;
         Ok(pod)
     }
 
@@ -62,7 +64,7 @@ impl Scorer {
                     "node_names must be empty when all_nodes is set",
                 ));
             }
-            let pod = pod_from_proto(request.pod.as_ref()).map_err(Status::invalid_argument)?;
+            let pod = required_pod(request.pod.as_ref())?;
             engine::filter_all(&policy, &self.store.read(), &pod, now)
         } else {
             let pod = self.candidates(request.pod.as_ref(), &request.node_names)?;
@@ -70,11 +72,7 @@ impl Scorer {
                 .with_names(request.node_names)
         };
         self.count(outcome.stats);
-        Ok(pb::FilterResponse {
-            feasible_nodes: outcome.feasible,
-            rejected: outcome.rejected.into_iter().collect(),
-            snapshot_age: Some(duration(self.store.age(now))),
-        })
+        Ok(filter_response(outcome, self.store.age(now)))
     }
 
     fn score_now(&self, request: pb::ScoreRequest) -> Result<pb::ScoreResponse, Status> {
@@ -96,58 +94,17 @@ impl Scorer {
             request.explain,
         );
         self.count(outcome.stats);
-        let snapshot_age = Some(duration(self.store.age(now)));
-        if request.scores_only {
-            return Ok(pb::ScoreResponse {
-                scores: Vec::new(),
-                snapshot_age,
-                // Scores are 0..100 (the curves' range); saturating rather than wrapping
-                // keeps even a broken curve's answer ordered.
-                ordered_scores: outcome
-                    .scores
-                    .iter()
-                    .map(|s| s.score.clamp(i32::MIN.into(), i32::MAX.into()) as i32)
-                    .collect(),
-            });
-        }
-        Ok(pb::ScoreResponse {
-            // The engine answers in the order asked: the request's names move into the answer.
-            scores: request
-                .node_names
-                .into_iter()
-                .zip(outcome.scores)
-                .map(|(node_name, s)| pb::NodeScore {
-                    node_name,
-                    score: s.score,
-                    terms: s
-                        .terms
-                        .into_iter()
-                        .map(|t| pb::ScoreTerm {
-                            metric: t.metric,
-                            observed_percent: t.observed,
-                            ledger_percent: t.ledger,
-                            incoming_percent: t.incoming,
-                            predicted_percent: t.predicted,
-                            curve_score: t.curve_score,
-                            weight: t.weight,
-                            stale: t.stale,
-                        })
-                        .collect(),
-                })
-                .collect(),
-            snapshot_age,
-            ordered_scores: Vec::new(),
-        })
+        let age = self.store.age(now);
+        Ok(score_response(request.node_names, outcome, request.scores_only, age))
     }
 
     fn reserve_now(&self, request: pb::ReserveRequest) -> Result<pb::ReserveResponse, Status> {
         let pod_info = request.pod.unwrap_or_default();
-        let mut pod = pod_from_proto(Some(&pod_info)).map_err(Status::invalid_argument)?;
-        let policy = self.policy.get();
-        let usage = estimate(&policy.estimator, &pod);
-        pod.labels = policy.ledger_labels(std::mem::take(&mut pod.labels));
-        let entry = placement(&pod, &request.node_name, usage, UnixMillis::now())
-            .map_err(Status::invalid_argument)?;
+        let pod = Pod::from_proto(&pod_info)?;
+        let now = UnixMillis::now();
+        let entry =
+            placement(&self.policy.get(), pod, &request.node_name, now, LedgerSource::Reserve)
+                .map_err(ConvertError::from)?;
         let call = Call::Reserve { node: entry.node.clone(), placed_at: entry.placed_at };
         let seq = self.store.apply_local(PendingOp::Reserve(entry));
         // The collector gets the pod as sent: it estimates (and keeps labels) by its policy.

@@ -8,9 +8,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
-use waterline_api::v1 as pb;
-use waterline_core::{LedgerEntry, Millis, Snapshot, UnixMillis};
-use waterline_runtime::convert::{apply_node, entry_from_proto};
+use waterline_core::{Delta, LedgerEntry, Millis, Snapshot, UnixMillis};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum PendingOp {
@@ -61,31 +59,11 @@ impl Store {
         self.connected.store(connected, Ordering::Release);
     }
 
-    /// Applies one WatchNodes message.
-    pub fn apply(&self, message: &pb::WatchNodesResponse, now: UnixMillis) {
+    /// Applies one change streamed by the collector.
+    pub fn apply(&self, message: &Delta, now: UnixMillis) {
         {
             let mut snapshot = self.snapshot.write().unwrap_or_else(|p| p.into_inner());
-            if message.reset {
-                snapshot.clear_nodes();
-                snapshot.replace_placements(
-                    message.placed.iter().filter_map(|e| entry_from_proto(e).ok()),
-                );
-            } else {
-                for entry in &message.placed {
-                    if let Ok(entry) = entry_from_proto(entry) {
-                        snapshot.apply_placement(entry);
-                    }
-                }
-            }
-            for name in &message.removed_nodes {
-                snapshot.remove_node(name);
-            }
-            for node in &message.nodes {
-                apply_node(&mut snapshot, node);
-            }
-            for uid in &message.released_pod_uids {
-                snapshot.delete_placement(uid);
-            }
+            message.apply_to(&mut snapshot);
             let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
             if message.reset {
                 // A full snapshot may predate our unconfirmed ops: lay them over it again.
@@ -96,8 +74,7 @@ impl Store {
                 // A delta can only re-add what we removed ourselves; re-applying every pending
                 // op on every delta cost seconds per message with 50,000 queued (measured).
                 for entry in &message.placed {
-                    if let Some((_, op @ PendingOp::Unreserve { .. })) = pending.get(&entry.pod_uid)
-                    {
+                    if let Some((_, op @ PendingOp::Unreserve { .. })) = pending.get(&entry.uid) {
                         apply_op(&mut snapshot, op);
                     }
                 }
@@ -153,9 +130,8 @@ fn apply_op(snapshot: &mut Snapshot, op: &PendingOp) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use waterline_core::LedgerSource;
     use waterline_core::estimate::Usage;
-    use waterline_runtime::convert::entry_to_proto;
+    use waterline_core::{LedgerSource, NodeReport};
 
     /// A Reserve-made entry for `uid` on n1 (also the forwarder tests' fixture).
     pub(crate) fn entry(uid: &str) -> LedgerEntry {
@@ -171,8 +147,8 @@ pub(crate) mod tests {
         }
     }
 
-    fn node(name: &str) -> pb::NodeState {
-        pb::NodeState { name: name.into(), capacity: None, metrics: vec![] }
+    fn node(name: &str) -> NodeReport {
+        NodeReport { name: name.into(), ..NodeReport::default() }
     }
 
     #[test]
@@ -180,10 +156,10 @@ pub(crate) mod tests {
         let store = Store::default();
         assert!(!store.is_synced());
         store.apply(
-            &pb::WatchNodesResponse {
+            &Delta {
                 reset: true,
                 nodes: vec![node("n1"), node("n2")],
-                placed: vec![entry_to_proto(&entry("old"), None)],
+                placed: vec![entry("old")],
                 ..Default::default()
             },
             UnixMillis(5000),
@@ -196,10 +172,10 @@ pub(crate) mod tests {
 
         // A resync from a collector that has not seen our ops yet must not undo them.
         store.apply(
-            &pb::WatchNodesResponse {
+            &Delta {
                 reset: true,
                 nodes: vec![node("n2")],
-                placed: vec![entry_to_proto(&entry("old"), None)],
+                placed: vec![entry("old")],
                 ..Default::default()
             },
             UnixMillis(6000),
@@ -225,21 +201,14 @@ pub(crate) mod tests {
     #[test]
     fn a_delta_cannot_resurrect_a_pod_we_unreserved() {
         let store = Store::default();
-        let old = entry_to_proto(&entry("old"), None);
+        let old = entry("old");
         store.apply(
-            &pb::WatchNodesResponse {
-                reset: true,
-                placed: vec![old.clone()],
-                ..Default::default()
-            },
+            &Delta { reset: true, placed: vec![old.clone()], ..Default::default() },
             UnixMillis(1),
         );
         store.apply_local(PendingOp::Unreserve { uid: "old".into() });
         // the collector has not seen the Unreserve yet and re-sends the entry
-        store.apply(
-            &pb::WatchNodesResponse { placed: vec![old], ..Default::default() },
-            UnixMillis(2),
-        );
+        store.apply(&Delta { placed: vec![old], ..Default::default() }, UnixMillis(2));
         assert!(store.read().ledger().get("old").is_none());
     }
 
@@ -258,24 +227,21 @@ pub(crate) mod tests {
     fn deltas_upsert_and_remove() {
         let store = Store::default();
         store.apply(
-            &pb::WatchNodesResponse { reset: true, nodes: vec![node("a")], ..Default::default() },
+            &Delta { reset: true, nodes: vec![node("a")], ..Default::default() },
             UnixMillis(1),
         );
         store.apply(
-            &pb::WatchNodesResponse {
+            &Delta {
                 nodes: vec![node("b")],
                 removed_nodes: vec!["a".into()],
-                placed: vec![entry_to_proto(&entry("p"), None)],
+                placed: vec![entry("p")],
                 ..Default::default()
             },
             UnixMillis(2),
         );
         assert!(store.read().node("a").is_none());
         assert!(store.read().node("b").is_some());
-        store.apply(
-            &pb::WatchNodesResponse { released_pod_uids: vec!["p".into()], ..Default::default() },
-            UnixMillis(3),
-        );
+        store.apply(&Delta { released: vec!["p".into()], ..Default::default() }, UnixMillis(3));
         assert!(store.read().ledger().is_empty());
     }
 }

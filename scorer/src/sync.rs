@@ -11,6 +11,7 @@ use rand::Rng;
 use tonic::transport::Channel;
 use waterline_api::v1 as pb;
 use waterline_api::v1::collector_service_client::CollectorServiceClient;
+use waterline_convert::delta_from_proto;
 use waterline_core::UnixMillis;
 
 use crate::store::Store;
@@ -23,6 +24,8 @@ pub struct SyncMetrics {
     pub connected: Gauge,
     pub reconnects: Counter,
     pub messages: Counter,
+    /// Ledger entries of the stream the domain cannot hold (no uid or node).
+    pub dropped_entries: Counter,
 }
 
 /// Doubles the delay up to the cap, with ±20 % jitter so replicas do not reconnect in step.
@@ -45,7 +48,15 @@ pub async fn run(channel: Channel, store: Arc<Store>, subscriber: String, metric
                 loop {
                     match stream.message().await {
                         Ok(Some(message)) => {
-                            store.apply(&message, UnixMillis::now());
+                            let (delta, dropped) = delta_from_proto(&message);
+                            if dropped.entries > 0 {
+                                metrics.dropped_entries.inc_by(dropped.entries as u64);
+                                tracing::warn!(
+                                    entries = dropped.entries,
+                                    "collector sent ledger entries without pod_uid or node_name; skipped"
+                                );
+                            }
+                            store.apply(&delta, UnixMillis::now());
                             store.set_connected(true, UnixMillis::now());
                             metrics.messages.inc();
                             backoff = BACKOFF_START;

@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 use tower_test::mock::{self, Handle, SendResponse};
 use waterline_core::estimate::Usage;
 use waterline_core::{LedgerEntry, LedgerSource, Millis, Policy, UnixMillis};
-use waterline_runtime::convert::entry_from_proto;
 use waterline_runtime::policy::PolicyHandle;
 
 use super::*;
@@ -109,7 +108,7 @@ fn scheduled(minute: i64) -> UnixMillis {
 /// The whole ledger, as ListNodes shows it (sorted by placement time, then uid).
 fn entries(state: &ClusterState) -> Vec<LedgerEntry> {
     let listed = state.list(&[], UnixMillis(0), &[]);
-    listed.ledger.iter().map(|e| entry_from_proto(e).unwrap()).collect()
+    listed.ledger.into_iter().map(|(entry, _)| entry).collect()
 }
 
 /// uid → (node, placed_at, source) of the whole ledger.
@@ -291,7 +290,7 @@ async fn nodes_give_capacity_and_addresses_and_leave_when_deleted() {
     spawn_node_watch(client, state.clone(), Some(Box::new(addresses.clone())));
     let capacity = |name: &str| {
         let listed = state.list(&[name.to_string()], UnixMillis(0), &[]);
-        listed.nodes.first().and_then(|n| n.capacity).map(|c| c.cpu_millis)
+        listed.nodes.first().map(|n| n.capacity.cpu_millis)
     };
 
     api.list(NODES, "10", vec![node("n1", "4", 1), node("n2", "8", 2)]).await;

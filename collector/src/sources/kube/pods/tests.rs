@@ -255,7 +255,7 @@ mod index {
 
     fn uids(state: &ClusterState) -> Vec<String> {
         let listed = state.list(&[], UnixMillis(0), &[]);
-        let mut uids: Vec<String> = listed.ledger.into_iter().map(|e| e.pod_uid).collect();
+        let mut uids: Vec<String> = listed.ledger.into_iter().map(|(e, _)| e.uid).collect();
         uids.sort();
         uids
     }
@@ -286,7 +286,7 @@ mod index {
         // Bound: the watch confirms the placement.
         index.apply(kube_pod(running("1", "1Gi")));
         let listed = state.list(&[], UnixMillis(0), &[]);
-        assert_eq!(listed.ledger[0].source, waterline_api::v1::LedgerSource::Watch as i32);
+        assert_eq!(listed.ledger[0].0.source, LedgerSource::Watch);
 
         let mut done = running("1", "1Gi");
         done["status"]["phase"] = json!("Succeeded");
