@@ -20,7 +20,7 @@ use waterline_runtime::rpc_metrics::RpcMetrics;
 
 use crate::bind::Binder;
 use crate::http::{HttpError, decode, json_response};
-use crate::mapping::{map_scores, neutral_priorities, short_reason};
+use crate::mapping::{eviction_may_resolve, map_scores, neutral_priorities, short_reason};
 use crate::pod::Pod;
 use crate::wire::{
     BindingArgs, ErrorResult, ExtenderArgs, FailedNodesMap, FilterResult, HostPriority, NodeList,
@@ -225,11 +225,21 @@ impl Extender {
                 HashMap::new()
             })
         };
-        let failed_nodes: FailedNodesMap = c
-            .names
-            .iter()
-            .filter_map(|n| rejected.get(n).map(|reason| (n.clone(), short_reason(reason))))
-            .collect();
+        // Load rejections are unresolvable: evicting pods does not lower the measured load
+        // within the cycle, so kube-scheduler must not preempt there. An anti-colocation
+        // conflict goes away with the other pod, so preemption may consider that node.
+        let mut failed_nodes = FailedNodesMap::new();
+        let mut unresolvable = FailedNodesMap::new();
+        for name in &c.names {
+            if let Some(reason) = rejected.get(name) {
+                let map = if eviction_may_resolve(reason) {
+                    &mut failed_nodes
+                } else {
+                    &mut unresolvable
+                };
+                map.insert(name.clone(), short_reason(reason));
+            }
+        }
         if !rejected.is_empty() {
             tracing::debug!(pod = %c.pod.metadata.name, ?rejected, "nodes rejected");
         }
@@ -258,7 +268,8 @@ impl Extender {
             nodes,
             node_names,
             failed_nodes,
-            failed_and_unresolvable_nodes: None,
+            // Go's nil map when empty, as before.
+            failed_and_unresolvable_nodes: (!unresolvable.is_empty()).then_some(unresolvable),
             error: String::new(),
         };
         Ok(json_response(StatusCode::OK, &result))

@@ -3,6 +3,14 @@
 //! Score RPC per extender call, on one shared channel; pods whose `spec.schedulerName` is not
 //! ours, and every call the scorer cannot answer in time, get a neutral answer so the
 //! scheduler keeps working.
+//!
+//! Filter splits the scorer's rejections by what preemption could do about them. A load
+//! rejection goes to `FailedAndUnresolvableNodes`: evicting pods does not lower the measured
+//! load within the cycle, and a resolvable answer would let kube-scheduler preempt
+//! lower-priority pods on a hot node that waterline keeps rejecting (the plugin answers
+//! `UnschedulableAndUnresolvable` for the same reason). An anti-colocation conflict (a reason
+//! starting `anti-colocation `) stays in `FailedNodes`: evicting the other pod of the group
+//! resolves it.
 #![forbid(unsafe_code)]
 
 mod app;

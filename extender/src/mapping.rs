@@ -50,6 +50,16 @@ pub fn neutral_priorities(hosts: Vec<String>) -> Vec<HostPriority> {
     hosts.into_iter().map(|host| HostPriority { host, score: 0 }).collect()
 }
 
+/// Whether evicting pods could make the node acceptable, so the rejection belongs in
+/// `FailedNodes` (preemption may consider the node) rather than `FailedAndUnresolvableNodes`:
+/// only when every part of the reason is an anti-colocation conflict (`anti-colocation
+/// <key>=<value> with <ns>/<pod>`), which leaves with the other pod. Load rejections do
+/// not: the measured load does not drop within the scheduling cycle.
+pub fn eviction_may_resolve(reason: &str) -> bool {
+    let mut parts = reason.split("; ").map(str::trim).filter(|p| !p.is_empty()).peekable();
+    parts.peek().is_some() && parts.all(|p| p.starts_with("anti-colocation "))
+}
+
 /// The scheduler groups `FailedNodes` messages into its FailedScheduling event ("0/500 nodes
 /// are available: 12 <message>, …"), so messages must not carry per-node numbers. The
 /// scorer's reasons look like `cpu_usage_avg_5m 72.3% > 65%`, `mem_usage_avg_5m has no
@@ -105,6 +115,17 @@ mod tests {
         assert_eq!(map_scores(ScoreMapping::Rescale, &[60, 60, 60]), [10, 10, 10]);
         assert_eq!(map_scores(ScoreMapping::Rescale, &[37]), [10]);
         assert!(map_scores(ScoreMapping::Rescale, &[]).is_empty());
+    }
+
+    #[test]
+    fn only_anti_colocation_may_be_resolved_by_eviction() {
+        assert!(eviction_may_resolve("anti-colocation app=redis with ns/redis-0"));
+        assert!(!eviction_may_resolve("cpu_usage_avg_5m 72.3% > 65%"));
+        assert!(!eviction_may_resolve("mem_usage_avg_5m has no fresh sample"));
+        assert!(!eviction_may_resolve(
+            "anti-colocation app=redis with ns/redis-0; cpu_usage_avg_5m 72.3% > 65%"
+        ));
+        assert!(!eviction_may_resolve(""));
     }
 
     #[test]

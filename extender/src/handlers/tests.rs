@@ -187,7 +187,8 @@ async fn names_filter_answers_names_and_short_reasons() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         body,
-        r#"{"Nodes":null,"NodeNames":["n1","n3"],"FailedNodes":{"n2":"waterline: cpu_usage_avg_5m above 65 percent"},"FailedAndUnresolvableNodes":null,"Error":""}"#
+        // A load rejection: unresolvable (preemption cannot help on a hot node).
+        r#"{"Nodes":null,"NodeNames":["n1","n3"],"FailedNodes":{},"FailedAndUnresolvableNodes":{"n2":"waterline: cpu_usage_avg_5m above 65 percent"},"Error":""}"#
     );
     let pod = s.last_pod.lock().unwrap().clone().unwrap();
     assert_eq!(
@@ -202,13 +203,49 @@ async fn names_filter_answers_names_and_short_reasons() {
     assert_eq!(s.calls.load(Ordering::SeqCst), 1);
 }
 
+/// Load rejections go to `FailedAndUnresolvableNodes`: evicting pods does not lower the
+/// measured load within the cycle, so kube-scheduler must not preempt on those nodes. An
+/// anti-colocation conflict could be resolved by evicting the other pod: it stays in
+/// `FailedNodes`, where preemption may consider the node.
+#[tokio::test]
+async fn load_rejections_are_unresolvable_and_anti_colocation_stays_resolvable() {
+    let fake = FakeScorer {
+        rejected: [
+            ("hot".into(), "cpu_usage_avg_5m 70.1% > 65%".into()),
+            ("stale".into(), "mem_usage_avg_5m has no fresh sample".into()),
+            ("peer".into(), "anti-colocation app=web with shop/web-1".into()),
+        ]
+        .into(),
+        ..FakeScorer::default()
+    };
+    let s = setup_with(fake, ScoreMapping::Round).await;
+    let (status, body) =
+        post(&s.router, "filter", names_body(POD, &["ok", "hot", "stale", "peer"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"Nodes":null,"NodeNames":["ok"],"FailedNodes":{"peer":"waterline: anti-colocation app"},"FailedAndUnresolvableNodes":{"hot":"waterline: cpu_usage_avg_5m above 65 percent","stale":"waterline: mem_usage_avg_5m stale"},"Error":""}"#
+    );
+    // The NodeList form splits the same way.
+    let (_, body) = post(&s.router, "filter", list_body(POD, &["ok", "hot", "peer"])).await;
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        answer["FailedNodes"],
+        serde_json::json!({"peer": "waterline: anti-colocation app"})
+    );
+    assert_eq!(
+        answer["FailedAndUnresolvableNodes"],
+        serde_json::json!({"hot": "waterline: cpu_usage_avg_5m above 65 percent"})
+    );
+}
+
 #[tokio::test]
 async fn node_list_filter_passes_node_objects_through() {
     let s = setup().await;
     let (status, body) = post(&s.router, "filter", list_body(POD, &["n1", "n2", "n3"])).await;
     assert_eq!(status, StatusCode::OK);
     let want = format!(
-        r#"{{"Nodes":{{"metadata":{{"resourceVersion":"7"}},"items":[{},{}]}},"NodeNames":null,"FailedNodes":{{"n2":"waterline: cpu_usage_avg_5m above 65 percent"}},"FailedAndUnresolvableNodes":null,"Error":""}}"#,
+        r#"{{"Nodes":{{"metadata":{{"resourceVersion":"7"}},"items":[{},{}]}},"NodeNames":null,"FailedNodes":{{}},"FailedAndUnresolvableNodes":{{"n2":"waterline: cpu_usage_avg_5m above 65 percent"}},"Error":""}}"#,
         node("n1"),
         node("n3")
     );
