@@ -1,106 +1,23 @@
-//! `--spawn`: the servers under test as child processes on free loopback ports, each logging
-//! to its own file, killed when dropped; and their VmRSS and CPU time from `/proc`.
+//! `--spawn`: the servers under test, started with the integration tests' harness
+//! ([`waterline_tests::procs`]) from `--bin-dir`, each logging to its own file in the log
+//! directory; and their VmRSS and CPU time from `/proc`, which only the bench reads.
 
-use std::fs::{self, File};
-use std::net::{SocketAddr, TcpListener};
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+use waterline_tests::procs::{Launch, Service};
 
 use crate::args::SpawnArgs;
 
-pub fn free_addr() -> Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
-}
+/// How long a spawned server may take to answer `/ready` (5000 synthetic nodes on a busy box).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// One spawned server.
-pub struct Proc {
-    pub name: &'static str,
-    child: Child,
-    /// gRPC (collector, scorer) or HTTP (extender) address.
-    pub addr: SocketAddr,
-    pub admin: SocketAddr,
-    pub log: PathBuf,
-}
-
-impl Proc {
-    pub fn start(
-        name: &'static str,
-        spawn: &SpawnArgs,
-        log_dir: &Path,
-        addr_flag: &str,
-        args: &[String],
-    ) -> Result<Proc> {
-        let program = spawn.bin_dir.join(name);
-        if !program.exists() {
-            bail!("{} not found: build it with `cargo build --release --bins`", program.display());
-        }
-        let (addr, admin) = (free_addr()?, free_addr()?);
-        let log = log_dir.join(format!("{name}.log"));
-        let out = File::create(&log)?;
-        let child = Command::new(&program)
-            .arg(format!("{addr_flag}={addr}"))
-            .arg(format!("--admin-addr={admin}"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("starting {}", program.display()))?;
-        Ok(Proc { name, child, addr, admin, log })
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    pub fn admin_url(&self) -> String {
-        format!("http://{}", self.admin)
-    }
-
-    /// Waits for `/ready` on the admin port.
-    async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
-        let http = reqwest::Client::new();
-        let url = format!("{}/ready", self.admin_url());
-        let deadline = tokio::time::Instant::now() + timeout;
-        while tokio::time::Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait()? {
-                bail!("{} exited ({status}); log {}", self.name, self.log.display());
-            }
-            if let Ok(answer) = http.get(&url).send().await
-                && answer.status().is_success()
-            {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        bail!("{} not ready after {timeout:?}; log {}", self.name, self.log.display())
-    }
-
-    /// Fails (naming the log) when the process has exited.
-    pub fn check_running(&mut self) -> Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            bail!("{} exited ({status}); log {}", self.name, self.log.display());
-        }
-        Ok(())
-    }
-
-    pub fn stat(&self) -> Result<ProcStat> {
-        ProcStat::read(self.pid())
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A server from `--bin-dir`, logging to `<log_dir>/<name>.log`.
+pub fn launch(name: &str, spawn: &SpawnArgs, log_dir: &Path) -> Launch {
+    Launch::new(name).bin_dir(&spawn.bin_dir).log_file(log_dir.join(format!("{name}.log")))
 }
 
 /// Resident memory and CPU time of a process.
@@ -112,6 +29,10 @@ pub struct ProcStat {
 }
 
 impl ProcStat {
+    pub fn of(service: &Service) -> Result<ProcStat> {
+        ProcStat::read(service.pid().with_context(|| format!("{} is stopped", service.name()))?)
+    }
+
     pub fn read(pid: u32) -> Result<ProcStat> {
         let status = fs::read_to_string(format!("/proc/{pid}/status"))?;
         let rss_kib = status
@@ -141,49 +62,40 @@ fn clock_ticks() -> u64 {
     })
 }
 
+/// `--log-dir`, or a temporary directory named after this process.
+pub fn log_dir(spawn: &SpawnArgs, kind: &str) -> Result<PathBuf> {
+    let dir = match &spawn.log_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("waterline-bench{kind}-{}", std::process::id())),
+    };
+    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
 /// A synthetic collector, a scorer streaming from it and optionally an extender in front.
 pub struct Stack {
-    pub extender: Option<Proc>,
-    pub scorer: Proc,
-    pub collector: Proc,
+    pub extender: Option<Service>,
+    pub scorer: Service,
+    pub collector: Service,
     pub log_dir: PathBuf,
 }
 
 impl Stack {
     pub async fn start(spawn: &SpawnArgs, with_extender: bool) -> Result<Stack> {
-        let log_dir = match &spawn.log_dir {
-            Some(dir) => dir.clone(),
-            None => std::env::temp_dir().join(format!("waterline-bench-{}", std::process::id())),
-        };
-        fs::create_dir_all(&log_dir)?;
-        let mut collector = Proc::start(
-            "waterline-collector",
-            spawn,
-            &log_dir,
-            "--grpc-addr",
-            &[
-                format!("--synthetic-nodes={}", spawn.cluster_nodes),
-                format!("--synthetic-interval={}", spawn.synthetic_interval),
-            ],
-        )?;
-        collector.wait_ready(Duration::from_secs(60)).await?;
-        let mut scorer = Proc::start(
-            "waterline-scorer",
-            spawn,
-            &log_dir,
-            "--grpc-addr",
-            &[format!("--collector-url={}", collector.url())],
-        )?;
-        scorer.wait_ready(Duration::from_secs(60)).await?;
+        let log_dir = log_dir(spawn, "")?;
+        let collector = launch("waterline-collector", spawn, &log_dir).spawn(&[
+            format!("--synthetic-nodes={}", spawn.cluster_nodes),
+            format!("--synthetic-interval={}", spawn.synthetic_interval),
+        ])?;
+        collector.wait_ready(READY_TIMEOUT).await?;
+        let scorer = launch("waterline-scorer", spawn, &log_dir)
+            .spawn(&[format!("--collector-url={}", collector.url())])?;
+        scorer.wait_ready(READY_TIMEOUT).await?;
         let extender = if with_extender {
-            let mut extender = Proc::start(
-                "waterline-extender",
-                spawn,
-                &log_dir,
-                "--http-addr",
-                &[format!("--scorer-url={}", scorer.url())],
-            )?;
-            extender.wait_ready(Duration::from_secs(60)).await?;
+            let extender = launch("waterline-extender", spawn, &log_dir)
+                .addr_flag("--http-addr")
+                .spawn(&[format!("--scorer-url={}", scorer.url())])?;
+            extender.wait_ready(READY_TIMEOUT).await?;
             Some(extender)
         } else {
             None
@@ -191,7 +103,7 @@ impl Stack {
         Ok(Stack { extender, scorer, collector, log_dir })
     }
 
-    pub fn procs(&self) -> impl Iterator<Item = &Proc> {
+    pub fn procs(&self) -> impl Iterator<Item = &Service> {
         [Some(&self.collector), Some(&self.scorer), self.extender.as_ref()].into_iter().flatten()
     }
 }

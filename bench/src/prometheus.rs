@@ -1,26 +1,23 @@
-//! `prometheus-refresh`: a real Prometheus (`/usr/bin/prometheus`) holding the default
-//! policy's six recorded series for N fake nodes (backfilled from OpenMetrics with
-//! `promtool`), and a collector with `--prometheus-url` reading it. Reports the first full
+//! `prometheus-refresh`: a real Prometheus (`/usr/bin/prometheus`, started with the
+//! integration tests' harness) holding the default policy's six recorded series for N fake
+//! nodes (backfilled from OpenMetrics with `promtool`), and a collector with `--prometheus-url` reading it. Reports the first full
 //! refresh (wall time until every metric covers every node, PromQL requests sent, collector
 //! CPU time and RSS) and the steady state (requests and CPU over a window).
 
 use std::fmt::Write as _;
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use waterline_core::Policy;
+use waterline_tests::procs::Service;
+use waterline_tests::prometheus::{Prometheus, PrometheusConfig};
 
 use crate::args::PrometheusArgs;
-use crate::procs::{Proc, free_addr};
+use crate::procs::{ProcStat, launch, log_dir};
 use crate::targets::node_name;
-
-pub const PROMETHEUS_BIN: &str = "/usr/bin/prometheus";
-pub const PROMTOOL_BIN: &str = "/usr/bin/promtool";
 
 /// The six recorded series of the default policy for `nodes` nodes, one sample every 30 s
 /// over the last 6 minutes (so an instant query at "now" sees them within the 5-minute
@@ -42,72 +39,22 @@ pub fn openmetrics(policy: &Policy, nodes: usize, now_secs: i64) -> String {
     text
 }
 
-/// A Prometheus server on a free loopback port with its own data directory.
-pub struct Prometheus {
-    child: Child,
-    pub url: String,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Prometheus {
-    pub async fn start(dir: &Path, openmetrics: &str) -> Result<Prometheus> {
-        for bin in [PROMETHEUS_BIN, PROMTOOL_BIN] {
-            if !Path::new(bin).exists() {
-                bail!("{bin} not found (apt package prometheus; scripts/deps/prometheus.sh)");
-            }
-        }
-        let data = dir.join("data");
-        fs::create_dir_all(&data)?;
-        let input = dir.join("backfill.om");
-        fs::write(&input, openmetrics)?;
-        let out = Command::new(PROMTOOL_BIN)
-            .args(["tsdb", "create-blocks-from", "openmetrics"])
-            .arg(&input)
-            .arg(&data)
-            .output()
-            .context("running promtool")?;
-        if !out.status.success() {
-            bail!("promtool failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        fs::remove_file(&input)?;
-        let config = dir.join("prometheus.yml");
-        fs::write(&config, "global: {scrape_interval: 15s, evaluation_interval: 15s}\n")?;
-        let addr = free_addr()?;
-        let log = fs::File::create(dir.join("prometheus.log"))?;
-        let child = Command::new(PROMETHEUS_BIN)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", data.display()))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--storage.tsdb.retention.time=30d")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("starting prometheus")?;
-        let prom = Prometheus { child, url: format!("http://{addr}") };
-        let http = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(r) = http.get(format!("{}/-/ready", prom.url)).send().await
-                && r.status().is_success()
-            {
-                return Ok(prom);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        bail!("prometheus not ready; log {}", dir.join("prometheus.log").display())
-    }
+/// A Prometheus that only serves the backfilled series: no scrape targets, no rules.
+async fn start_prometheus(openmetrics: String) -> Result<Prometheus> {
+    Prometheus::start(PrometheusConfig {
+        scrape_interval: Duration::from_secs(15),
+        evaluation_interval: Duration::from_secs(15),
+        rule_interval: None,
+        backfill: vec![openmetrics],
+        ready_timeout: Duration::from_secs(60),
+        ..PrometheusConfig::default()
+    })
+    .await
 }
 
 /// The collector's per-metric coverage and the total PromQL requests, from `/metrics`.
-async fn collector_progress(admin_url: &str) -> Result<(Vec<f64>, f64)> {
-    let text = reqwest::get(format!("{admin_url}/metrics")).await?.text().await?;
+async fn collector_progress(collector: &Service) -> Result<(Vec<f64>, f64)> {
+    let text = collector.metrics().await?;
     let value = |l: &str| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     let covered = text
         .lines()
@@ -122,46 +69,38 @@ async fn collector_progress(admin_url: &str) -> Result<(Vec<f64>, f64)> {
 pub async fn refresh(args: &PrometheusArgs) -> Result<Value> {
     let policy = Policy::default();
     let nodes = args.spawn.cluster_nodes;
-    let dir: PathBuf = match &args.spawn.log_dir {
-        Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("waterline-bench-prom-{}", std::process::id())),
-    };
-    fs::create_dir_all(&dir)?;
+    let dir = log_dir(&args.spawn, "-prom")?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() as i64;
     let t0 = Instant::now();
     let text = openmetrics(&policy, nodes, now);
-    let prom = Prometheus::start(&dir, &text).await?;
+    let prom = start_prometheus(text).await?;
     println!(
         "prometheus-refresh: {nodes} nodes × {} metrics backfilled and served in {:.1} s ({})",
         policy.metrics.len(),
         t0.elapsed().as_secs_f64(),
-        prom.url
+        prom.url()
     );
 
     let started = Instant::now();
-    let mut collector = Proc::start(
-        "waterline-collector",
-        &args.spawn,
-        &dir,
-        "--grpc-addr",
-        &[format!("--prometheus-url={}", prom.url), "--prometheus-capacity=false".into()],
-    )?;
-    let admin = collector.admin_url();
+    let collector = launch("waterline-collector", &args.spawn, &dir).spawn(&[
+        format!("--prometheus-url={}", prom.url()),
+        "--prometheus-capacity=false".into(),
+    ])?;
     let want = policy.metrics.len();
     let deadline = started + Duration::from_secs(120);
     let (wall, first_cpu, first_requests) = loop {
         if Instant::now() > deadline {
             bail!(
                 "collector never covered {nodes} nodes for {want} metrics; log {}",
-                collector.log.display()
+                collector.log_path().display()
             );
         }
         collector.check_running()?;
-        if let Ok((covered, requests)) = collector_progress(&admin).await
+        if let Ok((covered, requests)) = collector_progress(&collector).await
             && covered.len() >= want
             && covered.iter().all(|c| *c >= nodes as f64)
         {
-            break (started.elapsed(), collector.stat()?, requests);
+            break (started.elapsed(), ProcStat::of(&collector)?, requests);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
@@ -173,11 +112,11 @@ pub async fn refresh(args: &PrometheusArgs) -> Result<Value> {
         first_cpu.rss_kib as f64 / 1024.0
     );
 
-    let (_, r0) = collector_progress(&admin).await?;
-    let c0 = collector.stat()?;
+    let (_, r0) = collector_progress(&collector).await?;
+    let c0 = ProcStat::of(&collector)?;
     tokio::time::sleep(args.steady).await;
-    let (_, r1) = collector_progress(&admin).await?;
-    let c1 = collector.stat()?;
+    let (_, r1) = collector_progress(&collector).await?;
+    let c1 = ProcStat::of(&collector)?;
     let queries = r1 - r0;
     let cpu_ms = (c1.cpu_secs - c0.cpu_secs) * 1e3;
     println!(

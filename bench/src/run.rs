@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::args::{Args, Command, FootprintArgs, HttpArgs, LoadArgs, RpcArgs};
 use crate::load::{self, Outcome};
-use crate::procs::Stack;
+use crate::procs::{ProcStat, Stack};
 use crate::report;
 use crate::targets::{self, Extender, Grpc, RequestFlags};
 
@@ -93,16 +93,16 @@ fn print_procs(stack: &Stack) -> Value {
     println!("  (server logs in {})", stack.log_dir.display());
     let mut out = serde_json::Map::new();
     for proc in stack.procs() {
-        if let Ok(stat) = proc.stat() {
+        if let (Some(pid), Ok(stat)) = (proc.pid(), ProcStat::of(proc)) {
             println!(
                 "  process   {:<20} pid {:>7}  VmRSS {:>7.1} MiB  CPU {:>7.2} s",
-                proc.name,
-                proc.pid(),
+                proc.name(),
+                pid,
                 stat.rss_kib as f64 / 1024.0,
                 stat.cpu_secs
             );
             out.insert(
-                proc.name.into(),
+                proc.name().into(),
                 json!({"rss_mib": stat.rss_kib as f64 / 1024.0, "cpu_s": stat.cpu_secs}),
             );
         }
@@ -235,23 +235,14 @@ async fn extender(h: &HttpArgs, prioritize: bool, progress: bool) -> Result<Valu
     Ok(result)
 }
 
-/// Reads one gauge or counter (no labels) from a server's `/metrics`.
-async fn scrape_value(admin_url: &str, name: &str) -> Option<f64> {
-    let text = reqwest::get(format!("{admin_url}/metrics")).await.ok()?.text().await.ok()?;
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
 /// Waits until the scorer has forwarded everything (`waterline_forward_queued` 0) and the
 /// collector's ledger gauge (refreshed every 5 s) shows `entries`; the seconds that took,
 /// or `None` after `timeout`.
 async fn settle(stack: &Stack, entries: f64, timeout: Duration) -> Option<f64> {
     let start = tokio::time::Instant::now();
     while start.elapsed() < timeout {
-        let queued = scrape_value(&stack.scorer.admin_url(), "waterline_forward_queued").await;
-        let ledger = scrape_value(&stack.collector.admin_url(), "waterline_ledger_entries").await;
+        let queued = stack.scorer.metric_value("waterline_forward_queued").await.ok();
+        let ledger = stack.collector.metric_value("waterline_ledger_entries").await.ok();
         if queued == Some(0.0) && ledger.is_some_and(|l| l >= entries) {
             return Some(start.elapsed().as_secs_f64());
         }
@@ -306,16 +297,16 @@ async fn footprint(f: &FootprintArgs, progress: bool) -> Result<Value> {
         }
     }
     tokio::time::sleep(f.settle).await;
-    let ledger = scrape_value(&stack.collector.admin_url(), "waterline_ledger_entries").await;
+    let ledger = stack.collector.metric_value("waterline_ledger_entries").await.ok();
     println!("  collector ledger entries: {}", ledger.map(|v| v.to_string()).unwrap_or("?".into()));
     let filled = print_procs(&stack);
 
     // CPU over an idle window: the synthetic source refreshes every node each interval and
     // streams the update to the scorer; nothing else runs.
     let interval = waterline_core::time::parse_std_duration(&f.spawn.synthetic_interval)?;
-    let (c0, s0) = (stack.collector.stat()?, stack.scorer.stat()?);
+    let (c0, s0) = (ProcStat::of(&stack.collector)?, ProcStat::of(&stack.scorer)?);
     tokio::time::sleep(f.duration).await;
-    let (c1, s1) = (stack.collector.stat()?, stack.scorer.stat()?);
+    let (c1, s1) = (ProcStat::of(&stack.collector)?, ProcStat::of(&stack.scorer)?);
     let refreshes = f.duration.as_secs_f64() / interval.as_secs_f64();
     let collector_ms = (c1.cpu_secs - c0.cpu_secs) * 1e3 / refreshes;
     let scorer_ms = (s1.cpu_secs - s0.cpu_secs) * 1e3 / refreshes;

@@ -1,5 +1,6 @@
-//! Harness for waterline's integration tests: starts the real binaries, a real Prometheus
-//! and a fake node-exporter on loopback ports, and stops them when dropped.
+//! Harness for waterline's integration tests and for `waterline-bench`: starts the real
+//! binaries, a real Prometheus and a fake node-exporter on loopback ports, and stops them
+//! when dropped.
 #![forbid(unsafe_code)]
 
 pub mod bad_http;
