@@ -83,6 +83,11 @@ fn register(
         "Failed attempts to forward to the collector",
         f.retries.clone(),
     );
+    registry.register(
+        "waterline_forward_expired",
+        "Reserves/Unreserves a collector did not take within 15 minutes, given up",
+        f.expired.clone(),
+    );
     let c = RequestCounters::default();
     registry.register(
         "waterline_unknown_nodes",
@@ -108,16 +113,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let admin =
         Admin::new(registry).with_tls(waterline_runtime::https::admin_config(&args.common)?);
 
-    let store = Arc::new(Store::default());
-    let channel = grpc::client_endpoint(
-        &args.collector_url,
-        args.collector_ca.as_deref(),
-        "--collector-url",
-    )?
-    .connect_lazy();
+    let mut collectors = Vec::new();
+    for url in &args.collector_url {
+        let channel = grpc::client_endpoint(url, args.collector_ca.as_deref(), "--collector-url")?
+            .connect_lazy();
+        collectors.push(sync::Collector { url: url.clone(), channel });
+    }
+    let store = Arc::new(Store::new(collectors.len()));
+    let channels = collectors.iter().map(|c| c.channel.clone()).collect();
+    let forwarder = Forwarder::spawn(channels, store.clone(), forward_metrics);
     let subscriber = format!("scorer {}", args.grpc_addr);
-    tokio::spawn(sync::run(channel.clone(), store.clone(), subscriber, sync_metrics));
-    let forwarder = Forwarder::spawn(channel, store.clone(), forward_metrics);
+    tokio::spawn(sync::run(collectors, store.clone(), subscriber, sync_metrics));
 
     waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
 
@@ -136,7 +142,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     .max_decoding_message_size(args.max_request_bytes);
 
     tokio::spawn(admin.serve(args.admin_addr, shutdown_signal()));
-    tracing::info!(collector = %args.collector_url, "streaming the snapshot from the collector");
+    tracing::info!(collectors = ?args.collector_url, "streaming the snapshot from a collector");
     grpc::serve(router.add_service(service), args.grpc_addr, "scorer").await?;
     Ok(())
 }

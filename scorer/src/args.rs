@@ -20,9 +20,16 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:9101", value_parser = parse_addr, env = "WATERLINE_ADMIN_ADDR")]
     pub admin_addr: SocketAddr,
 
-    /// Collector to stream the snapshot from (http:// or https://).
-    #[arg(long, default_value = "http://127.0.0.1:50052", env = "WATERLINE_COLLECTOR_URL")]
-    pub collector_url: String,
+    /// Collectors (http:// or https://), comma-separated or repeated: active-active
+    /// replicas holding the same state. The scorer streams the snapshot from one, fails over
+    /// to the next when it goes away, and forwards every Reserve/Unreserve to all of them.
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:50052",
+        env = "WATERLINE_COLLECTOR_URL",
+        value_delimiter = ','
+    )]
+    pub collector_url: Vec<String>,
 
     /// PEM CA that signs the collector's certificate (for an https:// collector URL).
     #[arg(long, env = "WATERLINE_COLLECTOR_CA")]

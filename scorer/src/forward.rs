@@ -1,6 +1,14 @@
-//! Forwards this replica's Reserves and Unreserves to the collector, retrying until the
-//! collector accepts each one, so every other scorer learns of them. The RPC itself has
-//! already been answered: the local store applied the change at once.
+//! Forwards this replica's Reserves and Unreserves to every collector, retrying until each
+//! accepts it, so every other scorer learns of them. The RPC itself has already been
+//! answered: the local store applied the change at once.
+//!
+//! Every collector gets every op, not only the one this replica streams from: collectors
+//! are active-active replicas, each with its own pod watch, and the watch only shows a pod
+//! once it is bound — seconds after the Reserve, which is exactly when a burst is decided.
+//! A collector that learned the Reserves only through its watch would, after a failover,
+//! stream a ledger without the binds still under way. Each collector has its own lanes, so a
+//! dead one delays nobody; an op that a collector has not taken within [`GIVE_UP`] (its
+//! unconfirmed-Reserve TTL would have pruned it by then) is given up and counted.
 //!
 //! Up to [`LANES`] calls are in flight at once. A pod's operations always take the same lane
 //! (a hash of its uid) and a lane sends one call at a time, so each pod's Reserve and
@@ -30,12 +38,16 @@ pub const QUEUE_LEN: usize = 65_536;
 /// Calls in flight at once (all on the one HTTP/2 connection to the collector).
 pub const LANES: usize = 16;
 const RPC_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one op is retried against one collector (the default `ledger.reserveTtl`).
+pub const GIVE_UP: Duration = Duration::from_secs(15 * 60);
 
 #[derive(Clone, Default)]
 pub struct ForwardMetrics {
     pub queued: Gauge,
     pub dropped: Counter,
     pub retries: Counter,
+    /// Ops a collector did not take within [`GIVE_UP`].
+    pub expired: Counter,
 }
 
 /// What to tell the collector about `pod`.
@@ -63,59 +75,84 @@ pub fn lane_of(uid: &str, lanes: usize) -> usize {
 
 #[derive(Clone)]
 pub struct Forwarder {
-    lanes: Vec<mpsc::Sender<Forward>>,
+    /// Per collector, its lanes.
+    collectors: Vec<Vec<mpsc::Sender<Forward>>>,
     metrics: ForwardMetrics,
 }
 
 impl Forwarder {
-    pub fn spawn(channel: Channel, store: Arc<Store>, metrics: ForwardMetrics) -> Self {
-        Self::spawn_lanes(LANES, QUEUE_LEN, channel, store, metrics)
+    /// Forwards to every collector of `channels` (the store must expect as many
+    /// confirmations: `Store::new(channels.len())`).
+    pub fn spawn(channels: Vec<Channel>, store: Arc<Store>, metrics: ForwardMetrics) -> Self {
+        Self::spawn_lanes(LANES, QUEUE_LEN, GIVE_UP, channels, store, metrics)
     }
 
     fn spawn_lanes(
         lanes: usize,
         queue_len: usize,
-        channel: Channel,
+        give_up: Duration,
+        channels: Vec<Channel>,
         store: Arc<Store>,
         metrics: ForwardMetrics,
     ) -> Self {
-        let senders = (0..lanes.max(1))
-            .map(|_| {
-                let (tx, rx) = mpsc::channel((queue_len / lanes.max(1)).max(1));
-                let client = CollectorServiceClient::new(channel.clone());
-                tokio::spawn(run_lane(client, store.clone(), rx, metrics.clone()));
-                tx
+        let collectors = channels
+            .into_iter()
+            .map(|channel| {
+                (0..lanes.max(1))
+                    .map(|_| {
+                        let (tx, rx) = mpsc::channel((queue_len / lanes.max(1)).max(1));
+                        let client = CollectorServiceClient::new(channel.clone());
+                        let lane = Lane { client, give_up, metrics: metrics.clone() };
+                        tokio::spawn(lane.run(store.clone(), rx));
+                        tx
+                    })
+                    .collect()
             })
             .collect();
-        Forwarder { lanes: senders, metrics }
+        Forwarder { collectors, metrics }
     }
 
-    /// Queues `forward` on its pod's lane; never waits. A full lane drops it (the local
-    /// store still has it).
-    pub fn send(&self, forward: Forward) {
-        let lane = &self.lanes[lane_of(&forward.pod.uid, self.lanes.len())];
-        match lane.try_send(forward) {
-            Ok(()) => {
-                self.metrics.queued.inc();
-            }
-            Err(_) => {
-                self.metrics.dropped.inc();
-                tracing::warn!("forward queue full; the collector will not see this placement");
+    /// Queues `forward` on its pod's lane of every collector; never waits. A full lane drops
+    /// it for that collector (the local store still has it, and counts that collector's
+    /// confirmation as given, so the op does not stay pending forever).
+    pub fn send(&self, forward: Forward, store: &Store) {
+        for lanes in &self.collectors {
+            let lane = &lanes[lane_of(&forward.pod.uid, lanes.len())];
+            match lane.try_send(forward.clone()) {
+                Ok(()) => {
+                    self.metrics.queued.inc();
+                }
+                Err(_) => {
+                    self.metrics.dropped.inc();
+                    store.confirm(&forward.pod.uid, forward.seq);
+                    tracing::warn!("forward queue full; a collector will not see this placement");
+                }
             }
         }
     }
 }
 
-async fn run_lane(
-    mut client: CollectorServiceClient<Channel>,
-    store: Arc<Store>,
-    mut rx: mpsc::Receiver<Forward>,
+/// One lane to one collector: one call at a time, in order.
+struct Lane {
+    client: CollectorServiceClient<Channel>,
+    give_up: Duration,
     metrics: ForwardMetrics,
-) {
-    while let Some(forward) = rx.recv().await {
-        deliver(&mut client, &forward, &metrics).await;
-        store.confirm(&forward.pod.uid, forward.seq);
-        metrics.queued.dec();
+}
+
+impl Lane {
+    async fn run(mut self, store: Arc<Store>, mut rx: mpsc::Receiver<Forward>) {
+        while let Some(forward) = rx.recv().await {
+            let deadline = tokio::time::Instant::now() + self.give_up;
+            if tokio::time::timeout_at(deadline, deliver(&mut self.client, &forward, &self.metrics))
+                .await
+                .is_err()
+            {
+                self.metrics.expired.inc();
+                tracing::warn!(pod = %forward.pod.uid, "a collector did not take a placement in time; given up");
+            }
+            store.confirm(&forward.pod.uid, forward.seq);
+            self.metrics.queued.dec();
+        }
     }
 }
 

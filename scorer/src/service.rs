@@ -108,7 +108,7 @@ impl Scorer {
         let call = Call::Reserve { node: entry.node.clone(), placed_at: entry.placed_at };
         let seq = self.store.apply_local(PendingOp::Reserve(entry));
         // The collector gets the pod as sent: it estimates (and keeps labels) by its policy.
-        self.forwarder.send(Forward { seq, call, pod: pod_info });
+        self.forwarder.send(Forward { seq, call, pod: pod_info }, &self.store);
         Ok(pb::ReserveResponse {})
     }
 
@@ -121,7 +121,7 @@ impl Scorer {
             return Err(Status::invalid_argument("pod.uid is required"));
         }
         let seq = self.store.apply_local(PendingOp::Unreserve { uid: pod_info.uid.clone() });
-        self.forwarder.send(Forward { seq, call: Call::Unreserve, pod: pod_info });
+        self.forwarder.send(Forward { seq, call: Call::Unreserve, pod: pod_info }, &self.store);
         Ok(pb::UnreserveResponse {})
     }
 }

@@ -2,7 +2,8 @@
 //! Reserves and Unreserves this replica took that the collector has not confirmed yet
 //! (re-applied after a full resync, so it cannot lose them). Each pending op carries a
 //! sequence number, so the forwarder confirms by `(uid, seq)` without keeping its own copy
-//! of the entry.
+//! of the entry. With several collectors an op stays pending until every one of them has
+//! taken it: a failover to a collector that has not seen it yet must not undo it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -16,11 +17,12 @@ pub enum PendingOp {
     Unreserve { uid: String },
 }
 
-#[derive(Default)]
 pub struct Store {
     snapshot: RwLock<Snapshot>,
-    /// uid → (sequence number, op): the latest unconfirmed op of each pod.
-    pending: Mutex<HashMap<String, (u64, PendingOp)>>,
+    /// uid → the latest unconfirmed op of each pod.
+    pending: Mutex<HashMap<String, Pending>>,
+    /// Collectors every op is forwarded to: how many confirmations retire it.
+    collectors: usize,
     next_seq: AtomicU64,
     synced: AtomicBool,
     /// Whether the collector stream is open: while it is, the snapshot is current.
@@ -29,7 +31,33 @@ pub struct Store {
     last_contact: AtomicI64,
 }
 
+/// An op not every collector has confirmed yet.
+struct Pending {
+    seq: u64,
+    op: PendingOp,
+    unconfirmed: usize,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new(1)
+    }
+}
+
 impl Store {
+    /// A store whose ops are forwarded to `collectors` collectors.
+    pub fn new(collectors: usize) -> Self {
+        Store {
+            snapshot: RwLock::default(),
+            pending: Mutex::default(),
+            collectors: collectors.max(1),
+            next_seq: AtomicU64::default(),
+            synced: AtomicBool::default(),
+            connected: AtomicBool::default(),
+            last_contact: AtomicI64::default(),
+        }
+    }
+
     /// Read access for Filter and Score; never held across an `.await`.
     pub fn read(&self) -> RwLockReadGuard<'_, Snapshot> {
         self.snapshot.read().unwrap_or_else(|p| p.into_inner())
@@ -67,14 +95,16 @@ impl Store {
             let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
             if message.reset {
                 // A full snapshot may predate our unconfirmed ops: lay them over it again.
-                for (_, op) in pending.values() {
-                    apply_op(&mut snapshot, op);
+                for pending in pending.values() {
+                    apply_op(&mut snapshot, &pending.op);
                 }
             } else {
                 // A delta can only re-add what we removed ourselves; re-applying every pending
                 // op on every delta cost seconds per message with 50,000 queued (measured).
                 for entry in &message.placed {
-                    if let Some((_, op @ PendingOp::Unreserve { .. })) = pending.get(&entry.uid) {
+                    if let Some(Pending { op: op @ PendingOp::Unreserve { .. }, .. }) =
+                        pending.get(&entry.uid)
+                    {
                         apply_op(&mut snapshot, op);
                     }
                 }
@@ -94,15 +124,18 @@ impl Store {
             PendingOp::Unreserve { uid } => uid.clone(),
         };
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(uid, (seq, op));
+        let pending = Pending { seq, op, unconfirmed: self.collectors };
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(uid, pending);
         seq
     }
 
-    /// The collector accepted op `seq` of pod `uid`: its own stream carries it from now on.
-    /// A later op of the same pod stays pending.
+    /// A collector accepted op `seq` of pod `uid`; once every collector has, their streams
+    /// carry it from then on. A later op of the same pod stays pending.
     pub fn confirm(&self, uid: &str, seq: u64) {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if pending.get(uid).is_some_and(|(pending_seq, _)| *pending_seq == seq) {
+        let Some(op) = pending.get_mut(uid).filter(|op| op.seq == seq) else { return };
+        op.unconfirmed = op.unconfirmed.saturating_sub(1);
+        if op.unconfirmed == 0 {
             pending.remove(uid);
             if pending.is_empty() {
                 // A burst of 50,000 Reserves leaves a table sized for them; give it back.
@@ -196,6 +229,19 @@ pub(crate) mod tests {
         assert_eq!(store.age(UnixMillis(20_000)), Millis(0));
         store.set_connected(false, UnixMillis(21_000));
         assert_eq!(store.age(UnixMillis(25_000)), Millis(4000));
+    }
+
+    #[test]
+    fn with_two_collectors_an_op_is_pending_until_both_confirm() {
+        let store = Store::new(2);
+        let seq = store.apply_local(PendingOp::Reserve(entry("p")));
+        store.confirm("p", seq);
+        assert_eq!(store.pending_len(), 1, "one collector still has to take it");
+        // A failover to the collector that has not: its full snapshot lacks the pod.
+        store.apply(&Delta { reset: true, ..Delta::default() }, UnixMillis(1));
+        assert!(store.read().ledger().get("p").is_some());
+        store.confirm("p", seq);
+        assert_eq!(store.pending_len(), 0);
     }
 
     #[test]

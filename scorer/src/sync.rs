@@ -1,6 +1,9 @@
-//! Streams the collector's WatchNodes into the store, forever: every failure is logged and
-//! retried with capped, jittered exponential backoff; the store keeps serving its last
-//! snapshot meanwhile.
+//! Streams a collector's WatchNodes into the store, forever. Collectors are active-active
+//! replicas holding the same state, so the scorer streams from one and, when that stream
+//! breaks or cannot be opened, moves to the next (its first message is a full snapshot,
+//! which the store lays this replica's unconfirmed ops over). Once every collector has
+//! failed in a row it waits with capped, jittered exponential backoff; the store keeps
+//! serving its last snapshot meanwhile.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,53 +38,104 @@ pub fn next_backoff(current: Duration) -> Duration {
     doubled.mul_f64(jitter).min(BACKOFF_MAX)
 }
 
-pub async fn run(channel: Channel, store: Arc<Store>, subscriber: String, metrics: SyncMetrics) {
-    let mut client = CollectorServiceClient::new(channel).max_decoding_message_size(usize::MAX);
+/// One collector the scorer can stream from.
+pub struct Collector {
+    pub url: String,
+    pub channel: Channel,
+}
+
+pub async fn run(
+    collectors: Vec<Collector>,
+    store: Arc<Store>,
+    subscriber: String,
+    metrics: SyncMetrics,
+) {
+    let mut clients: Vec<_> = collectors
+        .iter()
+        .map(|c| {
+            CollectorServiceClient::new(c.channel.clone()).max_decoding_message_size(usize::MAX)
+        })
+        .collect();
+    if clients.is_empty() {
+        tracing::error!("no collector to stream from");
+        return;
+    }
     let mut backoff = BACKOFF_START;
+    let mut current = 0;
+    // Collectors tried in a row without a message: after a whole round, back off.
+    let mut failed_in_a_row = 0;
     loop {
-        let request = pb::WatchNodesRequest { subscriber: subscriber.clone() };
-        match client.watch_nodes(request).await {
-            Ok(response) => {
-                let mut stream = response.into_inner();
-                metrics.connected.set(1);
-                tracing::info!("streaming from the collector");
-                loop {
-                    match stream.message().await {
-                        Ok(Some(message)) => {
-                            let (delta, dropped) = delta_from_proto(&message);
-                            if dropped.entries > 0 {
-                                metrics.dropped_entries.inc_by(dropped.entries as u64);
-                                tracing::warn!(
-                                    entries = dropped.entries,
-                                    "collector sent ledger entries without pod_uid or node_name; skipped"
-                                );
-                            }
-                            store.apply(&delta, UnixMillis::now());
-                            store.set_connected(true, UnixMillis::now());
-                            metrics.messages.inc();
-                            backoff = BACKOFF_START;
-                        }
-                        Ok(None) => {
-                            tracing::warn!("collector closed the stream");
-                            break;
-                        }
-                        Err(status) => {
-                            tracing::warn!(error = %status, "collector stream failed");
-                            break;
-                        }
-                    }
+        let url = &collectors[current].url;
+        let streamed = stream_from(&mut clients[current], url, &store, &subscriber, &metrics).await;
+        metrics.reconnects.inc();
+        if streamed {
+            failed_in_a_row = 0;
+            backoff = BACKOFF_START;
+        } else {
+            failed_in_a_row += 1;
+        }
+        current = (current + 1) % clients.len();
+        if failed_in_a_row >= clients.len() {
+            tracing::warn!(retry_in = ?backoff, "no collector reachable; serving the last snapshot");
+            tokio::time::sleep(backoff).await;
+            backoff = next_backoff(backoff);
+            failed_in_a_row = 0;
+        } else if clients.len() > 1 {
+            tracing::info!(next = %collectors[current].url, "failing over to the next collector");
+        } else {
+            tokio::time::sleep(backoff).await;
+        }
+    }
+}
+
+/// Streams from one collector until the stream ends; whether any message arrived.
+async fn stream_from(
+    client: &mut CollectorServiceClient<Channel>,
+    url: &str,
+    store: &Store,
+    subscriber: &str,
+    metrics: &SyncMetrics,
+) -> bool {
+    let request = pb::WatchNodesRequest { subscriber: subscriber.to_owned() };
+    let mut stream = match client.watch_nodes(request).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => {
+            tracing::warn!(collector = %url, error = %status.message(), code = ?status.code(), "cannot reach the collector");
+            return false;
+        }
+    };
+    metrics.connected.set(1);
+    tracing::info!(collector = %url, "streaming from the collector");
+    let mut received = false;
+    loop {
+        match stream.message().await {
+            Ok(Some(message)) => {
+                let (delta, dropped) = delta_from_proto(&message);
+                if dropped.entries > 0 {
+                    metrics.dropped_entries.inc_by(dropped.entries as u64);
+                    tracing::warn!(
+                        entries = dropped.entries,
+                        "collector sent ledger entries without pod_uid or node_name; skipped"
+                    );
                 }
-                metrics.connected.set(0);
-                store.set_connected(false, UnixMillis::now());
+                store.apply(&delta, UnixMillis::now());
+                store.set_connected(true, UnixMillis::now());
+                metrics.messages.inc();
+                received = true;
+            }
+            Ok(None) => {
+                tracing::warn!(collector = %url, "collector closed the stream");
+                break;
             }
             Err(status) => {
-                tracing::warn!(error = %status.message(), code = ?status.code(), retry_in = ?backoff, "cannot reach the collector; serving the last snapshot");
+                tracing::warn!(collector = %url, error = %status, "collector stream failed");
+                break;
             }
         }
-        metrics.reconnects.inc();
-        tokio::time::sleep(backoff).await;
-        backoff = next_backoff(backoff);
     }
+    metrics.connected.set(0);
+    store.set_connected(false, UnixMillis::now());
+    received
 }
 
 #[cfg(test)]

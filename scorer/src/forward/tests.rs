@@ -97,12 +97,12 @@ fn pod(uid: &str) -> pb::PodInfo {
 fn reserve(store: &Store, forwarder: &Forwarder, uid: &str) {
     let seq = store.apply_local(PendingOp::Reserve(entry(uid)));
     let call = Call::Reserve { node: "n1".into(), placed_at: UnixMillis(1000) };
-    forwarder.send(Forward { seq, call, pod: pod(uid) });
+    forwarder.send(Forward { seq, call, pod: pod(uid) }, store);
 }
 
 fn unreserve(store: &Store, forwarder: &Forwarder, uid: &str) {
     let seq = store.apply_local(PendingOp::Unreserve { uid: uid.into() });
-    forwarder.send(Forward { seq, call: Call::Unreserve, pod: pod(uid) });
+    forwarder.send(Forward { seq, call: Call::Unreserve, pod: pod(uid) }, store);
 }
 
 /// Waits (hang guard only, no timing assertion) until the collector confirmed everything.
@@ -133,7 +133,7 @@ async fn several_calls_are_in_flight_at_once() {
     }
     let (channel, calls) = fake_collector(4).await;
     let store = Arc::new(Store::default());
-    let forwarder = Forwarder::spawn(channel, store.clone(), ForwardMetrics::default());
+    let forwarder = Forwarder::spawn(vec![channel], store.clone(), ForwardMetrics::default());
     for uid in &uids {
         reserve(&store, &forwarder, uid);
     }
@@ -146,7 +146,7 @@ async fn each_pods_calls_reach_the_collector_in_order() {
     let (channel, calls) = fake_collector(1).await;
     let store = Arc::new(Store::default());
     let metrics = ForwardMetrics::default();
-    let forwarder = Forwarder::spawn(channel, store.clone(), metrics.clone());
+    let forwarder = Forwarder::spawn(vec![channel], store.clone(), metrics.clone());
     for round in 0..3 {
         for i in 0..100usize {
             let uid = format!("pod-{i}");
@@ -172,4 +172,45 @@ async fn each_pods_calls_reach_the_collector_in_order() {
         }
         assert_eq!(seen, expected, "{uid}");
     }
+}
+
+#[tokio::test]
+async fn every_collector_gets_every_op_and_a_dead_one_delays_nobody() {
+    let (a, calls_a) = fake_collector(1).await;
+    let (b, calls_b) = fake_collector(1).await;
+    let store = Arc::new(Store::new(2));
+    let forwarder = Forwarder::spawn(vec![a, b], store.clone(), ForwardMetrics::default());
+    for i in 0..20 {
+        reserve(&store, &forwarder, &format!("pod-{i}"));
+    }
+    drained(&store).await;
+    assert_eq!(calls_a.lock().unwrap().len(), 20);
+    assert_eq!(calls_b.lock().unwrap().len(), 20);
+
+    // A collector that never answers (port 1: refused): the live one still gets every op at
+    // once, and the dead one's share is given up after the deadline, not kept forever.
+    let (live, calls) = fake_collector(1).await;
+    let dead = tonic::transport::Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
+    let store = Arc::new(Store::new(2));
+    let metrics = ForwardMetrics::default();
+    let give_up = Duration::from_millis(300);
+    let forwarder = Forwarder::spawn_lanes(
+        LANES,
+        QUEUE_LEN,
+        give_up,
+        vec![live, dead],
+        store.clone(),
+        metrics.clone(),
+    );
+    for i in 0..5 {
+        reserve(&store, &forwarder, &format!("pod-{i}"));
+    }
+    let wait = async {
+        while calls.lock().unwrap().len() < 5 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), wait).await.expect("live collector starved");
+    drained(&store).await;
+    assert_eq!(metrics.expired.get(), 5);
 }
