@@ -3,40 +3,18 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use axum::Router;
-use axum::http::StatusCode;
-use axum::routing::post;
 use axum::serve::ListenerExt;
 use prometheus_client::registry::Registry;
-use waterline_api::v1::scorer_service_client::ScorerServiceClient;
 use waterline_runtime::admin::Admin;
 use waterline_runtime::policy::ReloadMetrics;
 use waterline_runtime::{https, logging, shutdown_signal};
 
 use crate::args::Args;
 use crate::bind::Binder;
-use crate::handlers::{Extender, Metrics};
-use crate::http::{HttpError, routes};
-
-/// `/waterline/v1/` → `/waterline/v1`; `` and `/` → `` (verbs at the root).
-fn normalize_prefix(prefix: &str) -> String {
-    let trimmed = prefix.trim_matches('/');
-    if trimmed.is_empty() { String::new() } else { format!("/{trimmed}") }
-}
-
-/// The extender's routes under `prefix`; anything else is a 404 in the wire's error shape.
-pub fn router(extender: Arc<Extender>, prefix: &str) -> Router {
-    let prefix = normalize_prefix(prefix);
-    Router::new()
-        .route(&format!("{prefix}/filter"), post(routes::filter))
-        .route(&format!("{prefix}/prioritize"), post(routes::prioritize))
-        .route(&format!("{prefix}/preempt"), post(routes::preempt))
-        .route(&format!("{prefix}/bind"), post(routes::bind))
-        .fallback(|| async {
-            HttpError { status: StatusCode::NOT_FOUND, message: "no such extender verb".into() }
-        })
-        .with_state(extender)
-}
+use crate::http::{normalize_prefix, router};
+use crate::metrics::Metrics;
+use crate::scorer::ScorerClient;
+use crate::verbs::Extender;
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     logging::init(args.common.log_format);
@@ -68,11 +46,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.scorer_url.clone(),
     );
     let extender = Arc::new(Extender {
-        scorer: ScorerServiceClient::new(channel),
-        scorer_timeout: args.scorer_timeout,
+        scorer: ScorerClient::new(channel, args.scorer_timeout, &metrics),
         scheduler_names: args.scheduler_names.iter().map(|s| s.trim().to_owned()).collect(),
         max_nodes: args.max_nodes,
-        max_body: args.max_body,
         policy,
         metrics,
         binder,
@@ -92,7 +68,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     // Ready once listening: a scorer that is down is answered neutrally, not waited for.
     admin.set_ready(true);
-    let app = router(extender, &args.prefix);
+    let app = router(extender, &args.prefix, args.max_body);
     match tls {
         None => {
             // Answers are small and latency-bound: no Nagle delay on them.
@@ -108,17 +84,4 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::normalize_prefix;
-
-    #[test]
-    fn prefixes_are_normalised() {
-        assert_eq!(normalize_prefix("/waterline/v1"), "/waterline/v1");
-        assert_eq!(normalize_prefix("waterline/v1/"), "/waterline/v1");
-        assert_eq!(normalize_prefix("/"), "");
-        assert_eq!(normalize_prefix(""), "");
-    }
 }

@@ -74,7 +74,16 @@ pub struct Args {
     pub common: CommonArgs,
 }
 
-pub fn parse_size(text: &str) -> Result<usize, String> {
-    let bytes = waterline_core::quantity::parse_bytes(text)?;
-    usize::try_from(bytes).map_err(|_| format!("'{text}' is too large"))
+/// Why a `--max-body` value is refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("{0}")]
+    Quantity(String),
+    #[error("'{0}' is too large")]
+    TooLarge(String),
+}
+
+pub fn parse_size(text: &str) -> Result<usize, SizeError> {
+    let bytes = waterline_core::quantity::parse_bytes(text).map_err(SizeError::Quantity)?;
+    usize::try_from(bytes).map_err(|_| SizeError::TooLarge(text.to_owned()))
 }

@@ -7,9 +7,24 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::PostParams;
 
-use crate::handlers::Extender;
 use crate::pod::Pod;
+use crate::scorer::ScorerClient;
 use crate::wire::BindingArgs;
+
+/// Why a bind failed; the message goes to the wire's `Error` field.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("PodName, PodNamespace and Node are required")]
+    MissingField,
+    #[error("get pod: {0}")]
+    GetPod(#[source] kube::Error),
+    #[error("the pod could not be read")]
+    Unreadable,
+    #[error("pod {namespace}/{name} has uid {actual}, not {expected}")]
+    UidMismatch { namespace: String, name: String, actual: String, expected: String },
+    #[error("create binding: {0}")]
+    CreateBinding(#[source] kube::Error),
+}
 
 /// Creates Bindings through the Kubernetes API.
 pub struct Binder {
@@ -22,28 +37,29 @@ impl Binder {
     }
 
     /// In-cluster config, or KUBECONFIG / ~/.kube/config.
-    pub async fn from_environment() -> anyhow::Result<Self> {
+    pub async fn from_environment() -> Result<Self, kube::Error> {
         Ok(Binder::new(kube::Client::try_default().await?))
     }
 
-    /// GET the pod (for its resources), create its Binding, then Reserve. The error is the
-    /// message for the wire's `Error` field.
-    pub async fn bind(&self, ext: &Extender, args: &BindingArgs) -> Result<(), String> {
+    /// GET the pod (for its resources), create its Binding, then Reserve on the scorer.
+    pub async fn bind(&self, scorer: &ScorerClient, args: &BindingArgs) -> Result<(), BindError> {
         if args.pod_name.is_empty() || args.pod_namespace.is_empty() || args.node.is_empty() {
-            return Err("PodName, PodNamespace and Node are required".to_owned());
+            return Err(BindError::MissingField);
         }
         let pods: Api<KubePod> = Api::namespaced(self.client.clone(), &args.pod_namespace);
-        let object = pods.get(&args.pod_name).await.map_err(|e| format!("get pod: {e}"))?;
+        let object = pods.get(&args.pod_name).await.map_err(BindError::GetPod)?;
         // The same reader as filter/prioritize, so Reserve sees the same requests.
         let pod: Pod = serde_json::to_vec(&object)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .ok_or_else(|| "the pod could not be read".to_owned())?;
+            .ok_or(BindError::Unreadable)?;
         if !args.pod_uid.is_empty() && pod.metadata.uid != args.pod_uid {
-            return Err(format!(
-                "pod {}/{} has uid {}, not {}",
-                args.pod_namespace, args.pod_name, pod.metadata.uid, args.pod_uid
-            ));
+            return Err(BindError::UidMismatch {
+                namespace: args.pod_namespace.clone(),
+                name: args.pod_name.clone(),
+                actual: pod.metadata.uid.clone(),
+                expected: args.pod_uid.clone(),
+            });
         }
         let binding = Binding {
             metadata: ObjectMeta {
@@ -66,8 +82,8 @@ impl Binder {
             &binding,
         )
         .await
-        .map_err(|e| format!("create binding: {e}"))?;
-        ext.reserve(pod.to_info(), &args.node).await;
+        .map_err(BindError::CreateBinding)?;
+        scorer.reserve(pod.to_info(), &args.node).await;
         Ok(())
     }
 }

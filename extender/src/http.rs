@@ -1,17 +1,21 @@
-//! HTTP plumbing of the verbs: bounded body reading (413 past `--max-body`), JSON decoding
-//! whose errors name the JSON path, answers in the wire's shape (`{"Error": "..."}` for
-//! every 4xx), and the axum route handlers that time each call per verb.
+//! HTTP plumbing of the verbs: the axum routes under the prefix, bounded body reading (413
+//! past `--max-body`), JSON decoding whose errors name the JSON path, answers in the wire's
+//! shape (`{"Error": "..."}` for every 4xx), and the timing of each call per verb. It
+//! decodes, hands the request to [`crate::verbs`] and encodes the answer; it knows nothing
+//! of the scorer.
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::post;
 use serde::Serialize;
 
-use crate::handlers::Extender;
-use crate::wire::ErrorResult;
+use crate::verbs::{BadRequest, Extender};
+use crate::wire::{BindingArgs, ErrorResult, ExtenderArgs, PreemptionArgs};
 
 /// A 4xx answer with the message in the wire's `Error` field.
 #[derive(Debug)]
@@ -23,6 +27,12 @@ pub struct HttpError {
 impl HttpError {
     pub fn bad_request(message: impl Into<String>) -> Self {
         HttpError { status: StatusCode::BAD_REQUEST, message: message.into() }
+    }
+}
+
+impl From<BadRequest> for HttpError {
+    fn from(e: BadRequest) -> Self {
+        HttpError::bad_request(e.0)
     }
 }
 
@@ -92,55 +102,98 @@ pub fn decode<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, HttpE
     Ok(value)
 }
 
-/// The route handlers: time the call, read the body, dispatch.
-pub mod routes {
-    use super::*;
-
-    async fn serve<'s, F, Fut>(
-        ext: &'s Extender,
-        verb: &'static str,
-        request: Request,
-        f: F,
-    ) -> Response
-    where
-        F: FnOnce(&'s Extender, Bytes) -> Fut,
-        Fut: Future<Output = Result<Response, HttpError>>,
-    {
-        let timer = ext.metrics.http.start(verb);
-        let response = match read_body(request, ext.max_body).await {
-            Ok(bytes) => f(ext, bytes).await.unwrap_or_else(|e| {
-                tracing::debug!(verb, error = %e.message, "bad request");
-                e.into_response()
-            }),
-            // The body was not read to its end, so hyper will not reuse this connection;
-            // saying so keeps a client from sending its next request down a socket that is
-            // about to close (a pooled client would see "connection closed").
-            Err(e) => {
-                let mut response = e.into_response();
-                response
-                    .headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                response
-            }
-        };
-        timer.finish(response.status().as_str());
-        response
-    }
-
-    pub async fn filter(State(ext): State<Arc<Extender>>, request: Request) -> Response {
-        serve(&ext, "filter", request, |ext, bytes| async move { ext.filter(&bytes).await }).await
-    }
-
-    pub async fn prioritize(State(ext): State<Arc<Extender>>, request: Request) -> Response {
-        serve(&ext, "prioritize", request, |ext, bytes| async move { ext.prioritize(&bytes).await })
-            .await
-    }
-
-    pub async fn preempt(State(ext): State<Arc<Extender>>, request: Request) -> Response {
-        serve(&ext, "preempt", request, |ext, bytes| async move { ext.preempt(&bytes).await }).await
-    }
-
-    pub async fn bind(State(ext): State<Arc<Extender>>, request: Request) -> Response {
-        serve(&ext, "bind", request, |ext, bytes| async move { ext.bind(&bytes).await }).await
-    }
+/// `/waterline/v1/` → `/waterline/v1`; `` and `/` → `` (verbs at the root).
+pub fn normalize_prefix(prefix: &str) -> String {
+    let trimmed = prefix.trim_matches('/');
+    if trimmed.is_empty() { String::new() } else { format!("/{trimmed}") }
 }
+
+/// What the routes share: the verbs and the body limit.
+struct Routes {
+    extender: Arc<Extender>,
+    max_body: usize,
+}
+
+/// The extender's routes under `prefix`, reading at most `max_body` bytes per request;
+/// anything else is a 404 in the wire's error shape.
+pub fn router(extender: Arc<Extender>, prefix: &str, max_body: usize) -> Router {
+    let prefix = normalize_prefix(prefix);
+    Router::new()
+        .route(&format!("{prefix}/filter"), post(filter))
+        .route(&format!("{prefix}/prioritize"), post(prioritize))
+        .route(&format!("{prefix}/preempt"), post(preempt))
+        .route(&format!("{prefix}/bind"), post(bind))
+        .fallback(|| async {
+            HttpError { status: StatusCode::NOT_FOUND, message: "no such extender verb".into() }
+        })
+        .with_state(Arc::new(Routes { extender, max_body }))
+}
+
+/// Times the call, reads the body and hands it to `f`.
+async fn serve<'s, F, Fut>(
+    routes: &'s Routes,
+    verb: &'static str,
+    request: Request,
+    f: F,
+) -> Response
+where
+    F: FnOnce(&'s Extender, Bytes) -> Fut,
+    Fut: Future<Output = Result<Response, HttpError>>,
+{
+    let timer = routes.extender.metrics.http.start(verb);
+    let response = match read_body(request, routes.max_body).await {
+        Ok(bytes) => f(&routes.extender, bytes).await.unwrap_or_else(|e| {
+            tracing::debug!(verb, error = %e.message, "bad request");
+            e.into_response()
+        }),
+        // The body was not read to its end, so hyper will not reuse this connection; saying
+        // so keeps a client from sending its next request down a socket that is about to
+        // close (a pooled client would see "connection closed").
+        Err(e) => {
+            let mut response = e.into_response();
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            response
+        }
+    };
+    timer.finish(response.status().as_str());
+    response
+}
+
+fn ok(body: &impl Serialize) -> Response {
+    json_response(StatusCode::OK, body)
+}
+
+async fn filter(State(routes): State<Arc<Routes>>, request: Request) -> Response {
+    serve(&routes, "filter", request, |ext, bytes| async move {
+        let args: ExtenderArgs = decode(&bytes)?;
+        Ok(ok(&ext.filter(args).await?))
+    })
+    .await
+}
+
+async fn prioritize(State(routes): State<Arc<Routes>>, request: Request) -> Response {
+    serve(&routes, "prioritize", request, |ext, bytes| async move {
+        let args: ExtenderArgs = decode(&bytes)?;
+        Ok(ok(&ext.prioritize(args).await?))
+    })
+    .await
+}
+
+async fn preempt(State(routes): State<Arc<Routes>>, request: Request) -> Response {
+    serve(&routes, "preempt", request, |ext, bytes| async move {
+        let args: PreemptionArgs = decode(&bytes)?;
+        Ok(ok(&ext.preempt(&args)))
+    })
+    .await
+}
+
+async fn bind(State(routes): State<Arc<Routes>>, request: Request) -> Response {
+    serve(&routes, "bind", request, |ext, bytes| async move {
+        let args: BindingArgs = decode(&bytes)?;
+        Ok(ok(&ext.bind(&args).await))
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests;

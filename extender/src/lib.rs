@@ -13,14 +13,23 @@
 //! resolves it.
 #![forbid(unsafe_code)]
 
+//!
+//! Modules, imports pointing one way: `app` (wiring) → `http` (axum routes, body limits,
+//! errors → responses) → `verbs` (filter, prioritize, preempt, bind) → `bind` (Kubernetes
+//! Binding) → `scorer` (the gRPC client: timeouts, fallbacks); `metrics`, `mapping`, `pod`
+//! and `wire` are leaves that every layer may use.
+
 mod app;
 mod args;
 pub mod bind;
-pub mod handlers;
 pub mod http;
 pub mod mapping;
+pub mod metrics;
 pub mod pod;
+pub mod scorer;
+pub mod verbs;
 pub mod wire;
 
-pub use app::{router, run};
+pub use app::run;
 pub use args::Args;
+pub use http::router;

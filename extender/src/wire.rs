@@ -68,8 +68,8 @@ impl<'a> NodeList<'a> {
 }
 
 /// `metadata.name` of a raw node object.
-pub fn node_name(raw: &RawValue) -> Result<String, String> {
-    let node: NameOnly = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+pub fn node_name(raw: &RawValue) -> Result<String, serde_json::Error> {
+    let node: NameOnly = serde_json::from_str(raw.get())?;
     Ok(node.metadata.name)
 }
 

@@ -1,17 +1,25 @@
-//! The verbs through the real router (`Router::oneshot`) against an in-process fake scorer.
+//! The verbs through the real router (`Router::oneshot`) against an in-process fake scorer:
+//! HTTP plumbing, verbs and scorer client together.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request as HttpRequest, header};
+use prometheus_client::registry::Registry;
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 use tower::ServiceExt;
+use waterline_api::v1 as pb;
 use waterline_api::v1::scorer_service_server::{ScorerService, ScorerServiceServer};
 use waterline_core::Policy;
 use waterline_core::policy::ScoreMapping;
+use waterline_runtime::policy::PolicyHandle;
 
 use super::*;
+use crate::metrics::{FallbackLabels, Metrics, VerbLabels};
+use crate::scorer::ScorerClient;
 
 /// Answers from fixed tables; counts calls; optionally slow.
 #[derive(Default)]
@@ -111,32 +119,34 @@ fn dead_url() -> String {
     "http://127.0.0.1:1".to_owned()
 }
 
+/// The verbs on a scorer at `url`, and the router in front of them.
 fn extender(
     url: String,
     mapping: ScoreMapping,
     timeout: Duration,
     max_body: usize,
-) -> Arc<Extender> {
+) -> (Arc<Extender>, axum::Router) {
     let channel = tonic::transport::Endpoint::from_shared(url).unwrap().connect_lazy();
     let policy = Policy { extender_score_mapping: mapping, ..Policy::default() };
-    Arc::new(Extender {
-        scorer: ScorerServiceClient::new(channel),
-        scorer_timeout: timeout,
+    let metrics = Metrics::register(&mut Registry::default());
+    let extender = Arc::new(Extender {
+        scorer: ScorerClient::new(channel, timeout, &metrics),
         scheduler_names: ["waterline-scheduler".to_owned()].into(),
         max_nodes: 5,
-        max_body,
         policy: PolicyHandle::new(policy),
-        metrics: Metrics::register(&mut Registry::default()),
+        metrics,
         binder: None,
-    })
+    });
+    let router = crate::router(extender.clone(), "/waterline/v1", max_body);
+    (extender, router)
 }
 
 async fn setup_with(fake: FakeScorer, mapping: ScoreMapping) -> Setup {
     let calls = fake.calls.clone();
     let last_pod = fake.last_pod.clone();
     let url = start_fake(fake).await;
-    let extender = extender(url, mapping, Duration::from_secs(2), 1 << 20);
-    Setup { router: crate::router(extender.clone(), "/waterline/v1"), extender, calls, last_pod }
+    let (extender, router) = extender(url, mapping, Duration::from_secs(2), 1 << 20);
+    Setup { router, extender, calls, last_pod }
 }
 
 async fn setup() -> Setup {
@@ -309,8 +319,7 @@ async fn other_schedulers_pods_get_neutral_answers_without_a_scorer_call() {
 
 #[tokio::test]
 async fn an_unreachable_scorer_gives_neutral_answers_and_counts_them() {
-    let ext = extender(dead_url(), ScoreMapping::Round, Duration::from_secs(2), 1 << 20);
-    let router = crate::router(ext.clone(), "/waterline/v1");
+    let (ext, router) = extender(dead_url(), ScoreMapping::Round, Duration::from_secs(2), 1 << 20);
     let (status, body) = post(&router, "filter", list_body(POD, &["n1", "n2"])).await;
     assert_eq!(status, StatusCode::OK);
     assert!(body.contains(&node("n1")) && body.contains(&node("n2")), "{body}");
@@ -328,8 +337,7 @@ async fn an_unreachable_scorer_gives_neutral_answers_and_counts_them() {
 async fn a_slow_scorer_is_not_waited_for() {
     let fake = FakeScorer { delay: Duration::from_secs(5), ..FakeScorer::default() };
     let url = start_fake(fake).await;
-    let ext = extender(url, ScoreMapping::Round, Duration::from_millis(100), 1 << 20);
-    let router = crate::router(ext.clone(), "/waterline/v1");
+    let (ext, router) = extender(url, ScoreMapping::Round, Duration::from_millis(100), 1 << 20);
     // A neutral answer plus a counted fallback (not a late answer from the scorer) shows it
     // was not waited for; no wall-clock threshold, which would be flaky on a loaded machine.
     let (_, body) = post(&router, "prioritize", names_body(POD, &["n1"])).await;
@@ -383,8 +391,7 @@ async fn bad_requests_are_400_with_an_error_field() {
 
 #[tokio::test]
 async fn oversized_bodies_are_413_with_or_without_content_length() {
-    let ext = extender(dead_url(), ScoreMapping::Round, Duration::from_millis(50), 64);
-    let router = crate::router(ext, "/waterline/v1");
+    let (_, router) = extender(dead_url(), ScoreMapping::Round, Duration::from_millis(50), 64);
     let big = names_body(POD, &["n1"]);
     let (status, body) = post(&router, "filter", big.clone()).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
@@ -446,4 +453,12 @@ async fn empty_candidate_lists_and_unknown_paths() {
         s.router.clone().oneshot(get).await.unwrap().status(),
         StatusCode::METHOD_NOT_ALLOWED
     );
+}
+
+#[test]
+fn prefixes_are_normalised() {
+    assert_eq!(normalize_prefix("/waterline/v1"), "/waterline/v1");
+    assert_eq!(normalize_prefix("waterline/v1/"), "/waterline/v1");
+    assert_eq!(normalize_prefix("/"), "");
+    assert_eq!(normalize_prefix(""), "");
 }
