@@ -183,7 +183,7 @@ for name in ["default", "plugin", "rules", "plugin-rules", "everything", "plugin
             if kinds.get(kind) != count:
                 fail(f"{name}: {kinds.get(kind, 0)} {kind}, want {count}")
         text = open(f"{work}/helm-{name}.yaml").read()
-        for needle in ["--tls-cert=/etc/waterline/tls/tls.crt", "https://waterline-collector.waterline.svc:50052",
+        for needle in ["--tls-cert=/etc/waterline/tls/tls.crt", "https://waterline-collector-0.waterline-collector-peers.waterline.svc:50052,https://waterline-collector-1.waterline-collector-peers.waterline.svc:50052",
                        "--collector-ca=/etc/waterline/collector-ca/ca.crt", "name: regcred"]:
             if needle not in text:
                 fail(f"{name}: {needle!r} not rendered")

@@ -95,6 +95,20 @@ Arguments: (list name data).
 {{ if .Values.tls.enabled }}https{{ else }}http{{ end }}://waterline-scorer.{{ include "waterline.namespace" . }}.svc:{{ .Values.scorer.grpcPort }}
 {{- end }}
 
+{{/*
+The scorer's --collector-url: every collector replica by its stable StatefulSet name,
+comma-separated (the scorer streams from one, fails over to the next, forwards every
+Reserve/Unreserve to all).
+*/}}
 {{- define "waterline.collectorUrl" -}}
-{{ if .Values.tls.enabled }}https{{ else }}http{{ end }}://waterline-collector.{{ include "waterline.namespace" . }}.svc:{{ .Values.collector.grpcPort }}
+{{- $scheme := ternary "https" "http" (.Values.tls.enabled | default false) -}}
+{{- $ns := include "waterline.namespace" . -}}
+{{- if lt (int .Values.collector.replicas) 1 -}}
+{{- fail "collector.replicas must be at least 1: the scorers need a collector to stream from" -}}
+{{- end -}}
+{{- $urls := list -}}
+{{- range $i := until (int .Values.collector.replicas) -}}
+{{- $urls = append $urls (printf "%s://waterline-collector-%d.waterline-collector-peers.%s.svc:%v" $scheme $i $ns $.Values.collector.grpcPort) -}}
+{{- end -}}
+{{ join "," $urls }}
 {{- end }}
