@@ -2,6 +2,7 @@ package waterline
 
 import (
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
@@ -14,14 +15,11 @@ import (
 // computes them (the same helper): the sum over app containers and restartable init
 // containers (sidecars), the max of that with each regular init container (plus the
 // sidecars started before it), pod-level resources when set, plus the pod overhead.
-// Limits are aggregated the same way, with one difference: a pod whose app containers or
-// sidecars do not all carry a limit for a resource has no limit for it as a whole (the
-// kubelet sizes the pod cgroup the same way), so it is sent as 0 = "not set". Summing only
-// the limits that exist would cap the scorer's usage estimate far too low.
+// Limits follow waterline's rule (podLimits), the one core/src/pod/resources.rs writes
+// down for the Rust services; tests/fixtures/pod-resources.json holds both to it.
 func toPodInfo(pod *v1.Pod) *waterlinev1.PodInfo {
 	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
-	cpuBounded, memBounded := limitsBounded(pod)
+	cpuLimit, memLimit := podLimits(pod)
 
 	info := &waterlinev1.PodInfo{
 		Namespace:          pod.Namespace,
@@ -29,15 +27,11 @@ func toPodInfo(pod *v1.Pod) *waterlinev1.PodInfo {
 		Uid:                string(pod.UID),
 		Labels:             pod.Labels,
 		CpuRequestMillis:   requests.Cpu().MilliValue(),
+		CpuLimitMillis:     cpuLimit,
 		MemoryRequestBytes: requests.Memory().Value(),
+		MemoryLimitBytes:   memLimit,
 		PriorityClass:      pod.Spec.PriorityClassName,
 		SchedulerName:      pod.Spec.SchedulerName,
-	}
-	if cpuBounded {
-		info.CpuLimitMillis = limits.Cpu().MilliValue()
-	}
-	if memBounded {
-		info.MemoryLimitBytes = limits.Memory().Value()
 	}
 	if owner := metav1.GetControllerOf(pod); owner != nil {
 		info.OwnerKind = owner.Kind
@@ -45,36 +39,49 @@ func toPodInfo(pod *v1.Pod) *waterlinev1.PodInfo {
 	return info
 }
 
-// limitsBounded reports, per resource, whether the pod as a whole is limited: either by a
-// pod-level limit or because every container that keeps running (app containers and
-// sidecars) has a limit. Regular init containers finish before the app containers start,
-// so a missing limit there does not leave the running pod unbounded.
-func limitsBounded(pod *v1.Pod) (cpu, memory bool) {
-	if pl := pod.Spec.Resources; pl != nil {
-		_, cpu = pl.Limits[v1.ResourceCPU]
-		_, memory = pl.Limits[v1.ResourceMemory]
-		if cpu && memory {
-			return true, true
+// podLimits is the pod's cpu (milli-cores) and memory (bytes) limit, 0 = unbounded. Only
+// the containers that keep running count (app containers and sidecars), summed; a resource
+// any of them leaves without a limit, or with a zero one, is unbounded for the whole pod,
+// because one unbounded container can use the node (the kubelet sizes the pod cgroup the
+// same way) and a partial sum would cap the scorer's usage estimate too low. Regular init
+// containers have finished before the app starts, so their limits do not count
+// (resourcehelper.PodLimits takes the max with them; this rule does not). A pod-level limit
+// wins where set; the overhead is added to a bounded limit.
+func podLimits(pod *v1.Pod) (cpuMillis, memoryBytes int64) {
+	return podLimit(pod, v1.ResourceCPU, (*resource.Quantity).MilliValue),
+		podLimit(pod, v1.ResourceMemory, (*resource.Quantity).Value)
+}
+
+func podLimit(pod *v1.Pod, name v1.ResourceName, value func(*resource.Quantity) int64) int64 {
+	limit, bounded := int64(0), true
+	add := func(c *v1.Container) {
+		q, ok := c.Resources.Limits[name]
+		if !ok || q.IsZero() {
+			bounded = false
+			return
 		}
-	}
-	cpuAll, memAll := true, true
-	check := func(c *v1.Container) {
-		if q, ok := c.Resources.Limits[v1.ResourceCPU]; !ok || q.IsZero() {
-			cpuAll = false
-		}
-		if q, ok := c.Resources.Limits[v1.ResourceMemory]; !ok || q.IsZero() {
-			memAll = false
-		}
+		limit += value(&q)
 	}
 	for i := range pod.Spec.Containers {
-		check(&pod.Spec.Containers[i])
+		add(&pod.Spec.Containers[i])
 	}
 	for i := range pod.Spec.InitContainers {
 		if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
-			check(c)
+			add(c)
 		}
 	}
-	return cpu || cpuAll, memory || memAll
+	if pl := pod.Spec.Resources; pl != nil {
+		if q, ok := pl.Limits[name]; ok && !q.IsZero() {
+			limit, bounded = value(&q), true
+		}
+	}
+	if !bounded || limit <= 0 {
+		return 0
+	}
+	if q, ok := pod.Spec.Overhead[name]; ok {
+		limit += value(&q)
+	}
+	return limit
 }
 
 func isSidecar(c *v1.Container) bool {

@@ -1,6 +1,8 @@
 package waterline
 
 import (
+	"encoding/json"
+	"os"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -53,7 +55,9 @@ func TestToPodInfoResources(t *testing.T) {
 				InitContainers: []v1.Container{container("migrate", "2", "1Gi", "2", "1Gi")},
 				Containers:     []v1.Container{container("a", "100m", "100Mi", "200m", "200Mi")},
 			},
-			cpuReq: 2000, memReq: 1024 * mi, cpuLim: 2000, memLim: 1024 * mi,
+			// Limits: the init container has finished before the app runs, so only the
+			// app's count (PodLimits would say 2 / 1Gi; waterline's rule, core/src/pod).
+			cpuReq: 2000, memReq: 1024 * mi, cpuLim: 200, memLim: 200 * mi,
 		},
 		{
 			name: "a smaller init container changes nothing",
@@ -75,7 +79,9 @@ func TestToPodInfoResources(t *testing.T) {
 				Containers: []v1.Container{container("a", "100m", "100Mi", "200m", "200Mi")},
 			},
 			// requests: max(200m+100m, 200m+1) = 1200m; memory: max(64+100, 64+128) = 192Mi
-			cpuReq: 1200, memReq: 192 * mi, cpuLim: 1200, memLim: 264 * mi,
+			// limits: app + sidecar only, 200m+200m = 400m (PodLimits' max with the
+			// finished init container gave 1200m); 200Mi+64Mi = 264Mi.
+			cpuReq: 1200, memReq: 192 * mi, cpuLim: 400, memLim: 264 * mi,
 		},
 		{
 			name: "overhead is added",
@@ -149,5 +155,55 @@ func TestToPodInfoIdentity(t *testing.T) {
 	}
 	if isDaemonSetPod(pod) {
 		t.Error("a ReplicaSet pod was taken for a DaemonSet pod")
+	}
+}
+
+// fixtureCase is one case of tests/fixtures/pod-resources.json, the table the Rust
+// collector and extender run too.
+type fixtureCase struct {
+	Name      string          `json:"name"`
+	Pod       json.RawMessage `json:"pod"`
+	Requests  amounts         `json:"requests"`
+	Limits    amounts         `json:"limits"`
+	OwnerKind *string         `json:"ownerKind"`
+}
+
+type amounts struct {
+	CPUMillis   int64 `json:"cpuMillis"`
+	MemoryBytes int64 `json:"memoryBytes"`
+}
+
+// TestPodInfoFixtureTable runs the shared pod fixture table through toPodInfo. Only
+// requests and limits are compared: the table's estimate is computed by the scorer from
+// these numbers (waterline_core::estimate), never by the plugin.
+func TestPodInfoFixtureTable(t *testing.T) {
+	data, err := os.ReadFile("../../tests/fixtures/pod-resources.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []fixtureCase
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 15 {
+		t.Fatalf("%d cases in the table", len(cases))
+	}
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			var pod v1.Pod
+			if err := json.Unmarshal(tc.Pod, &pod); err != nil {
+				t.Fatalf("not a v1.Pod: %v", err)
+			}
+			info := toPodInfo(&pod)
+			if got := (amounts{info.GetCpuRequestMillis(), info.GetMemoryRequestBytes()}); got != tc.Requests {
+				t.Errorf("requests = %+v, want %+v", got, tc.Requests)
+			}
+			if got := (amounts{info.GetCpuLimitMillis(), info.GetMemoryLimitBytes()}); got != tc.Limits {
+				t.Errorf("limits = %+v, want %+v", got, tc.Limits)
+			}
+			if tc.OwnerKind != nil && info.GetOwnerKind() != *tc.OwnerKind {
+				t.Errorf("owner kind = %q, want %q", info.GetOwnerKind(), *tc.OwnerKind)
+			}
+		})
 	}
 }

@@ -106,11 +106,39 @@ func newPlugin(ctx context.Context, obj runtime.Object, dialOpts ...grpc.DialOpt
 // Name implements fwk.Plugin.
 func (pl *Waterline) Name() string { return Name }
 
-// filterState is the Filter RPC's answer for one cycle. It is never modified after
-// PreFilter, so Clone can share it.
+// filterState is the Filter RPC's answer for one cycle. It is never modified in place
+// (RemovePod/AddPod write a new one into their, cloned, CycleState), so Clone can share it.
 type filterState struct {
 	// rejected maps a rejected node to the scorer's reason.
 	rejected map[string]string
+	// evicted holds the "<ns>/<name>" of pods preemption's dry run has removed; an
+	// anti-colocation rejection whose every peer is among them no longer holds.
+	evicted sets.Set[string]
+}
+
+// holds reports whether the scorer's rejection of node still holds, and why.
+func (s *filterState) holds(node string) (string, bool) {
+	reason, out := s.rejected[node]
+	if !out || s.evicted.Len() == 0 {
+		return reason, out
+	}
+	peers, ok := colocationPeers(reason)
+	return reason, !ok || !s.evicted.HasAll(peers...)
+}
+
+// withEvicted is a copy of s with pod removed from (evicted true) or put back on the node.
+func (s *filterState) withEvicted(pod *v1.Pod, evicted bool) *filterState {
+	next := &filterState{rejected: s.rejected, evicted: s.evicted.Clone()}
+	if next.evicted == nil {
+		next.evicted = sets.New[string]()
+	}
+	key := pod.Namespace + "/" + pod.Name
+	if evicted {
+		next.evicted.Insert(key)
+	} else {
+		next.evicted.Delete(key)
+	}
+	return next
 }
 
 func (s *filterState) Clone() fwk.StateData { return s }
@@ -161,34 +189,64 @@ func (pl *Waterline) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		return nil, nil
 	}
 	// The feasible set is every node of this cycle the scorer did not reject (its answer
-	// may also name nodes the scheduler does not have, which simply drop out).
+	// may also name nodes the scheduler does not have, which simply drop out). Nodes left
+	// out are UnschedulableAndUnresolvable to the framework: right for a load rejection,
+	// which evicting pods cannot lower within the cycle. A node rejected only for
+	// anti-colocation stays in, so that Filter answers Unschedulable for it and preemption
+	// may evict the other pod of the group (RemovePod).
 	feasible := make(sets.Set[string], max(len(nodes)-len(rejected), 0))
+	resolvable := 0
 	for _, n := range nodes {
 		node := n.Node()
 		if node == nil {
 			continue
 		}
-		if _, out := rejected[node.Name]; !out {
+		reason, out := rejected[node.Name]
+		if !out {
 			feasible.Insert(node.Name)
+		} else if evictionMayResolve(reason) {
+			feasible.Insert(node.Name)
+			resolvable++
 		}
 	}
 	if logger := klog.FromContext(ctx); logger.V(4).Enabled() {
 		logger.V(4).Info("Waterline filtered nodes", "pod", klog.KObj(pod),
-			"feasible", feasible.Len(), "rejected", len(rejected))
+			"feasible", feasible.Len()-resolvable, "rejected", len(rejected), "antiColocation", resolvable)
 	}
 	if feasible.Len() == 0 {
 		// Nodes outside a PreFilterResult get a generic "didn't satisfy plugin" status, so
-		// when nothing is left, say why here: this message ends up in the pod's
-		// FailedScheduling event. Unresolvable because evicting pods does not lower the
-		// measured load within this cycle, so preemption could not help.
+		// when nothing is left (not even a node preemption could free of an anti-colocation
+		// peer), say why here: this message ends up in the pod's FailedScheduling event.
+		// Unresolvable because evicting pods does not lower the measured load within this
+		// cycle, so preemption could not help.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, summarize(rejected))
 	}
 	return &fwk.PreFilterResult{NodeNames: feasible}, nil
 }
 
-// PreFilterExtensions implements fwk.PreFilterPlugin. The scorer's answer does not depend on
-// the pods the scheduler adds or removes while simulating preemption.
-func (pl *Waterline) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+// PreFilterExtensions implements fwk.PreFilterPlugin. The load verdicts do not depend on
+// the pods the scheduler adds or removes while simulating preemption; an anti-colocation
+// verdict does: it no longer holds once the pod it names is removed.
+func (pl *Waterline) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
+
+// RemovePod implements fwk.PreFilterExtensions: preemption's dry run evicts podInfoToRemove.
+// State is the dry run's clone, so the new filterState stays in it.
+func (pl *Waterline) RemovePod(_ context.Context, state fwk.CycleState, _ *v1.Pod, podInfoToRemove fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+	if s, ok := readState[*filterState](state, filterStateKey); ok && len(s.rejected) > 0 {
+		state.Write(filterStateKey, s.withEvicted(podInfoToRemove.GetPod(), true))
+	}
+	return nil
+}
+
+// AddPod implements fwk.PreFilterExtensions: a pod put back (a reprieved victim) brings its
+// conflict back. A nominated pod the scorer has not seen is not judged here (the plugin
+// does not know the policy's rules); the next cycle's Filter RPC sees it in the ledger.
+func (pl *Waterline) AddPod(_ context.Context, state fwk.CycleState, _ *v1.Pod, podInfoToAdd fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+	if s, ok := readState[*filterState](state, filterStateKey); ok && s.evicted.Len() > 0 {
+		state.Write(filterStateKey, s.withEvicted(podInfoToAdd.GetPod(), false))
+	}
+	return nil
+}
 
 // Filter reports the scorer's reason for a rejected node. Nodes outside the PreFilterResult
 // normally never reach Filter, but the scheduler does run Filter directly on a pod's
@@ -199,7 +257,7 @@ func (pl *Waterline) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 	if !ok {
 		return nil
 	}
-	if reason, out := s.rejected[nodeInfo.Node().Name]; out {
+	if reason, out := s.holds(nodeInfo.Node().Name); out {
 		return fwk.NewStatus(fwk.Unschedulable, eventSafe(reason))
 	}
 	return nil
@@ -378,4 +436,35 @@ func eventSafe(msg string) string {
 		return msg
 	}
 	return strings.ReplaceAll(msg, "%", " percent")
+}
+
+// evictionMayResolve reports whether evicting pods could make a rejected node acceptable:
+// only when every part of the scorer's reason is an anti-colocation conflict ("anti-colocation
+// <key>=<value> with <ns>/<pod>"), which leaves with the other pod. A load rejection does
+// not: the measured load does not drop within the scheduling cycle. The extender makes the
+// same split (FailedNodes vs FailedAndUnresolvableNodes, extender/src/mapping.rs).
+func evictionMayResolve(reason string) bool {
+	_, ok := colocationPeers(reason)
+	return ok
+}
+
+// colocationPeers returns the "<ns>/<pod>" each part of an anti-colocation-only reason
+// names, and false when any part is something else.
+func colocationPeers(reason string) ([]string, bool) {
+	var peers []string
+	for _, part := range strings.Split(reason, "; ") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !strings.HasPrefix(part, "anti-colocation ") {
+			return nil, false
+		}
+		if i := strings.LastIndex(part, " with "); i >= 0 {
+			peers = append(peers, part[i+len(" with "):])
+		} else {
+			peers = append(peers, "")
+		}
+	}
+	return peers, len(peers) > 0
 }
