@@ -22,7 +22,8 @@ struct Args {
 #[derive(Subcommand)]
 enum Command {
     /// Run one scenario through several strategies; print a Markdown table and write
-    /// summary.json and one <strategy>.csv (time_s,node,cpu_pct,mem_pct) per strategy.
+    /// summary.json, one <strategy>.csv (time_s,node,cpu_pct,mem_pct) per strategy and the
+    /// pictures (heatmap-<strategy>.svg, hottest.svg, cdf.svg).
     Run(RunArgs),
     /// List the shipped scenarios, one line each.
     Scenarios,
@@ -45,9 +46,13 @@ struct RunArgs {
     /// Seed for the scenario's generators and the tie-breaking (default: the file's seed).
     #[arg(long)]
     seed: Option<u64>,
-    /// Directory for summary.json and the per-strategy CSV files (created if missing).
+    /// Directory for summary.json, the per-strategy CSV files and the pictures (created if
+    /// missing).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    /// Skip the pictures (SVG): only summary.json, the CSV files and the table.
+    #[arg(long)]
+    no_plots: bool,
 }
 
 fn load_scenario(arg: &str) -> anyhow::Result<String> {
@@ -106,6 +111,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let summary = run_all(&scenario, &mut list, Some(&args.out), &mut progress)?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
+    }
+    if !args.no_plots {
+        waterline_sim::plot::write_plots(&args.out, &summary)?;
     }
     println!("{}", markdown(&summary));
     Ok(())
