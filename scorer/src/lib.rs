@@ -7,6 +7,7 @@ mod app;
 mod args;
 pub mod forward;
 pub mod service;
+mod session;
 pub mod store;
 pub mod sync;
 

@@ -8,11 +8,12 @@ use tonic::{Request, Response, Status};
 use waterline_api::v1 as pb;
 use waterline_api::v1::scorer_service_server::ScorerService;
 use waterline_convert::{
-    ConvertError, FromProto, check_node_names, filter_response, required_pod, score_response,
+    ConvertError, FromProto, check_node_names, duration, filter_response, required_pod,
+    score_response,
 };
 use waterline_core::engine::{self, Stats};
 use waterline_core::placement::placement;
-use waterline_core::{LedgerSource, Pod, UnixMillis};
+use waterline_core::{LedgerSource, Pod, Snapshot, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
@@ -25,6 +26,8 @@ pub struct RequestCounters {
     pub capped_estimates: Counter,
 }
 
+/// Cheap to clone (shared handles only): a Session stream's task holds its own.
+#[derive(Clone)]
 pub struct Scorer {
     pub store: Arc<Store>,
     pub policy: PolicyHandle,
@@ -47,6 +50,77 @@ impl Scorer {
         let pod = required_pod(pod)?;
         check_node_names(nodes, self.max_nodes)?;
         Ok(pod)
+    }
+
+    /// Filter and Score of `names` in one pass: each name's score, or `None` when it is
+    /// rejected (and why, in `rejected`). Only the feasible nodes are scored, by the same
+    /// engine calls Filter and Score make, so the numbers are theirs.
+    pub(crate) fn evaluate(
+        &self,
+        snapshot: &Snapshot,
+        pod: &Pod,
+        names: &[String],
+        now: UnixMillis,
+    ) -> Evaluation {
+        let policy = self.policy.get();
+        let verdicts = engine::filter(&policy, snapshot, pod, names, now);
+        self.count(verdicts.stats);
+        let mut rejected = Vec::new();
+        let mut feasible = Vec::with_capacity(names.len());
+        for (i, (name, verdict)) in names.iter().zip(verdicts.rejections).enumerate() {
+            match verdict {
+                Some(reason) => rejected.push((i, reason)),
+                None => feasible.push(name.clone()),
+            }
+        }
+        let scored = engine::score(&policy, snapshot, pod, &feasible, now, false);
+        let mut feasible_scores = scored.scores.into_iter().map(|s| clamp_score(s.score));
+        let scores = (0..names.len())
+            .map(|i| {
+                let is_rejected = rejected.binary_search_by_key(&i, |(at, _)| *at).is_ok();
+                if is_rejected { None } else { feasible_scores.next() }
+            })
+            .collect();
+        // An empty name is never a node (check_node_names refuses it), so this is the score
+        // the engine gives any node it does not know.
+        let unknown = engine::score(&policy, snapshot, pod, &[String::new()], now, false);
+        let unknown_node_score = unknown.scores.first().map_or(0, |s| clamp_score(s.score));
+        Evaluation { scores, rejected, unknown_node_score }
+    }
+
+    fn evaluate_now(&self, request: pb::EvaluateRequest) -> Result<pb::EvaluateResponse, Status> {
+        self.require_synced()?;
+        let now = UnixMillis::now();
+        let all_nodes = request.all_nodes;
+        let (pod, names) = if all_nodes {
+            if !request.node_names.is_empty() {
+                return Err(Status::invalid_argument(
+                    "node_names must be empty when all_nodes is set",
+                ));
+            }
+            (required_pod(request.pod.as_ref())?, self.store.node_table().names.clone())
+        } else {
+            (self.candidates(request.pod.as_ref(), &request.node_names)?, request.node_names)
+        };
+        let evaluation = self.evaluate(&self.store.read(), &pod, &names, now);
+        let rejected = evaluation.rejected.iter().map(|(i, r)| (names[*i].clone(), r.clone()));
+        let mut response = pb::EvaluateResponse {
+            rejected: rejected.collect(),
+            unknown_node_score: evaluation.unknown_node_score,
+            snapshot_age: Some(duration(self.store.age(now))),
+            ..Default::default()
+        };
+        if all_nodes {
+            for (name, score) in names.into_iter().zip(&evaluation.scores) {
+                if let Some(score) = score {
+                    response.feasible_nodes.push(name);
+                    response.feasible_scores.push(*score);
+                }
+            }
+        } else {
+            response.ordered_scores = evaluation.scores.iter().map(|s| s.unwrap_or(-1)).collect();
+        }
+        Ok(response)
     }
 
     fn count(&self, stats: Stats) {
@@ -98,7 +172,7 @@ impl Scorer {
         Ok(score_response(request.node_names, outcome, request.scores_only, age))
     }
 
-    fn reserve_now(&self, request: pb::ReserveRequest) -> Result<pb::ReserveResponse, Status> {
+    pub(crate) fn reserve_now(&self, request: pb::ReserveRequest) -> Result<pb::ReserveResponse, Status> {
         let pod_info = request.pod.unwrap_or_default();
         let pod = Pod::from_proto(&pod_info)?;
         let now = UnixMillis::now();
@@ -112,7 +186,7 @@ impl Scorer {
         Ok(pb::ReserveResponse {})
     }
 
-    fn unreserve_now(
+    pub(crate) fn unreserve_now(
         &self,
         request: pb::UnreserveRequest,
     ) -> Result<pb::UnreserveResponse, Status> {
@@ -126,8 +200,42 @@ impl Scorer {
     }
 }
 
+/// One pod's Evaluate over a list of names.
+pub(crate) struct Evaluation {
+    /// Per name: its score, `None` when rejected.
+    pub scores: Vec<Option<i32>>,
+    /// (index into the names, reason), in index order.
+    pub rejected: Vec<(usize, String)>,
+    pub unknown_node_score: i32,
+}
+
+/// Scores are 0..100 (the curves' range); saturating rather than wrapping keeps even a
+/// broken curve's answer ordered.
+fn clamp_score(score: i64) -> i32 {
+    score.clamp(i32::MIN.into(), i32::MAX.into()) as i32
+}
+
 #[tonic::async_trait]
 impl ScorerService for Scorer {
+    type SessionStream = crate::session::SessionStream;
+
+    async fn evaluate(
+        &self,
+        request: Request<pb::EvaluateRequest>,
+    ) -> Result<Response<pb::EvaluateResponse>, Status> {
+        let timer = self.rpc.start("Evaluate");
+        let result = self.evaluate_now(request.into_inner());
+        timer.finish_grpc(&result);
+        result.map(Response::new)
+    }
+
+    async fn session(
+        &self,
+        request: Request<tonic::Streaming<pb::SessionRequest>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        Ok(Response::new(crate::session::open(self.clone(), request.into_inner())))
+    }
+
     async fn filter(
         &self,
         request: Request<pb::FilterRequest>,

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use waterline_core::{Delta, LedgerEntry, Millis, Snapshot, UnixMillis};
 
@@ -17,8 +17,17 @@ pub enum PendingOp {
     Unreserve { uid: String },
 }
 
+/// The names of the snapshot's nodes in a fixed order, for Session answers that refer to
+/// nodes by index. A new generation whenever the set of names changes (values do not).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeTable {
+    pub generation: u64,
+    pub names: Vec<String>,
+}
+
 pub struct Store {
     snapshot: RwLock<Snapshot>,
+    node_table: RwLock<Arc<NodeTable>>,
     /// uid → the latest unconfirmed op of each pod.
     pending: Mutex<HashMap<String, Pending>>,
     /// Collectors every op is forwarded to: how many confirmations retire it.
@@ -49,6 +58,7 @@ impl Store {
     pub fn new(collectors: usize) -> Self {
         Store {
             snapshot: RwLock::default(),
+            node_table: RwLock::default(),
             pending: Mutex::default(),
             collectors: collectors.max(1),
             next_seq: AtomicU64::default(),
@@ -61,6 +71,11 @@ impl Store {
     /// Read access for Filter and Score; never held across an `.await`.
     pub fn read(&self) -> RwLockReadGuard<'_, Snapshot> {
         self.snapshot.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current node table (a cheap clone of an `Arc`).
+    pub fn node_table(&self) -> Arc<NodeTable> {
+        self.node_table.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn is_synced(&self) -> bool {
@@ -91,7 +106,18 @@ impl Store {
     pub fn apply(&self, message: &Delta, now: UnixMillis) {
         {
             let mut snapshot = self.snapshot.write().unwrap_or_else(|p| p.into_inner());
+            let names_change = message.reset
+                || message.removed_nodes.iter().any(|n| snapshot.node(n).is_some())
+                || message.nodes.iter().any(|n| snapshot.node(&n.name).is_none());
             message.apply_to(&mut snapshot);
+            if names_change {
+                let mut names: Vec<String> = snapshot.nodes().map(|n| n.name.clone()).collect();
+                names.sort_unstable();
+                let mut table = self.node_table.write().unwrap_or_else(|p| p.into_inner());
+                if table.names != names {
+                    *table = Arc::new(NodeTable { generation: table.generation + 1, names });
+                }
+            }
             let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
             if message.reset {
                 // A full snapshot may predate our unconfirmed ops: lay them over it again.
@@ -229,6 +255,34 @@ pub(crate) mod tests {
         assert_eq!(store.age(UnixMillis(20_000)), Millis(0));
         store.set_connected(false, UnixMillis(21_000));
         assert_eq!(store.age(UnixMillis(25_000)), Millis(4000));
+    }
+
+    #[test]
+    fn the_node_table_changes_generation_only_when_names_change() {
+        let store = Store::default();
+        assert_eq!(store.node_table().generation, 0);
+        let reset = Delta { reset: true, nodes: vec![node("b"), node("a")], ..Delta::default() };
+        store.apply(&reset, UnixMillis(1));
+        let first = store.node_table();
+        assert_eq!((first.generation, first.names.clone()), (1, vec!["a".into(), "b".into()]));
+        // New values for known nodes, and a placement: same table.
+        store.apply(
+            &Delta { nodes: vec![node("a")], placed: vec![entry("p")], ..Delta::default() },
+            UnixMillis(2),
+        );
+        assert_eq!(store.node_table(), first);
+        store.apply(
+            &Delta { nodes: vec![node("c")], removed_nodes: vec!["a".into()], ..Delta::default() },
+            UnixMillis(3),
+        );
+        let next = store.node_table();
+        assert_eq!((next.generation, next.names.clone()), (2, vec!["b".into(), "c".into()]));
+        // A full resync with the same names keeps the generation.
+        store.apply(
+            &Delta { reset: true, nodes: vec![node("c"), node("b")], ..Delta::default() },
+            UnixMillis(4),
+        );
+        assert_eq!(store.node_table().generation, 2);
     }
 
     #[test]

@@ -35,6 +35,24 @@ struct FakeScorer {
 
 #[tonic::async_trait]
 impl ScorerService for FakeScorer {
+    type SessionStream = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<pb::SessionResponse, Status>> + Send>,
+    >;
+
+    async fn evaluate(
+        &self,
+        _: GrpcRequest<pb::EvaluateRequest>,
+    ) -> Result<GrpcResponse<pb::EvaluateResponse>, Status> {
+        Err(Status::unimplemented("the fake plays Filter and Score"))
+    }
+
+    async fn session(
+        &self,
+        _: GrpcRequest<tonic::Streaming<pb::SessionRequest>>,
+    ) -> Result<GrpcResponse<Self::SessionStream>, Status> {
+        Err(Status::unimplemented("the fake plays Filter and Score"))
+    }
+
     async fn filter(
         &self,
         request: GrpcRequest<pb::FilterRequest>,

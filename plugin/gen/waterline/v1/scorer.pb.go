@@ -22,6 +22,743 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type EvaluateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pod   *PodInfo               `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The candidate nodes. Must be empty when all_nodes is set.
+	NodeNames []string `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
+	// Evaluate every node in the scorer's snapshot instead of node_names.
+	AllNodes      bool `protobuf:"varint,3,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvaluateRequest) Reset() {
+	*x = EvaluateRequest{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvaluateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvaluateRequest) ProtoMessage() {}
+
+func (x *EvaluateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvaluateRequest.ProtoReflect.Descriptor instead.
+func (*EvaluateRequest) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *EvaluateRequest) GetPod() *PodInfo {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *EvaluateRequest) GetNodeNames() []string {
+	if x != nil {
+		return x.NodeNames
+	}
+	return nil
+}
+
+func (x *EvaluateRequest) GetAllNodes() bool {
+	if x != nil {
+		return x.AllNodes
+	}
+	return false
+}
+
+type EvaluateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// With node_names: the score (0..100) of node_names[i] at index i, or -1 when that node is
+	// rejected (its reason is in `rejected`). Empty with all_nodes.
+	OrderedScores []int32 `protobuf:"varint,1,rep,packed,name=ordered_scores,json=orderedScores,proto3" json:"ordered_scores,omitempty"`
+	// Rejected node name -> human-readable reason.
+	Rejected map[string]string `protobuf:"bytes,2,rep,name=rejected,proto3" json:"rejected,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// With all_nodes: every feasible node of the snapshot, and its score at the same index.
+	FeasibleNodes  []string `protobuf:"bytes,3,rep,name=feasible_nodes,json=feasibleNodes,proto3" json:"feasible_nodes,omitempty"`
+	FeasibleScores []int32  `protobuf:"varint,4,rep,packed,name=feasible_scores,json=feasibleScores,proto3" json:"feasible_scores,omitempty"`
+	// What a node the scorer does not know scores (it is never rejected): for a caller whose
+	// candidates include nodes outside an all_nodes answer.
+	UnknownNodeScore int32                `protobuf:"varint,5,opt,name=unknown_node_score,json=unknownNodeScore,proto3" json:"unknown_node_score,omitempty"`
+	SnapshotAge      *durationpb.Duration `protobuf:"bytes,6,opt,name=snapshot_age,json=snapshotAge,proto3" json:"snapshot_age,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *EvaluateResponse) Reset() {
+	*x = EvaluateResponse{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvaluateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvaluateResponse) ProtoMessage() {}
+
+func (x *EvaluateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvaluateResponse.ProtoReflect.Descriptor instead.
+func (*EvaluateResponse) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EvaluateResponse) GetOrderedScores() []int32 {
+	if x != nil {
+		return x.OrderedScores
+	}
+	return nil
+}
+
+func (x *EvaluateResponse) GetRejected() map[string]string {
+	if x != nil {
+		return x.Rejected
+	}
+	return nil
+}
+
+func (x *EvaluateResponse) GetFeasibleNodes() []string {
+	if x != nil {
+		return x.FeasibleNodes
+	}
+	return nil
+}
+
+func (x *EvaluateResponse) GetFeasibleScores() []int32 {
+	if x != nil {
+		return x.FeasibleScores
+	}
+	return nil
+}
+
+func (x *EvaluateResponse) GetUnknownNodeScore() int32 {
+	if x != nil {
+		return x.UnknownNodeScore
+	}
+	return 0
+}
+
+func (x *EvaluateResponse) GetSnapshotAge() *durationpb.Duration {
+	if x != nil {
+		return x.SnapshotAge
+	}
+	return nil
+}
+
+type SessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Message:
+	//
+	//	*SessionRequest_Evaluate
+	//	*SessionRequest_Reserve
+	//	*SessionRequest_Unreserve
+	Message       isSessionRequest_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRequest) Reset() {
+	*x = SessionRequest{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRequest) ProtoMessage() {}
+
+func (x *SessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
+func (*SessionRequest) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SessionRequest) GetMessage() isSessionRequest_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetEvaluate() *SessionEvaluate {
+	if x != nil {
+		if x, ok := x.Message.(*SessionRequest_Evaluate); ok {
+			return x.Evaluate
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetReserve() *SessionReserve {
+	if x != nil {
+		if x, ok := x.Message.(*SessionRequest_Reserve); ok {
+			return x.Reserve
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetUnreserve() *SessionUnreserve {
+	if x != nil {
+		if x, ok := x.Message.(*SessionRequest_Unreserve); ok {
+			return x.Unreserve
+		}
+	}
+	return nil
+}
+
+type isSessionRequest_Message interface {
+	isSessionRequest_Message()
+}
+
+type SessionRequest_Evaluate struct {
+	Evaluate *SessionEvaluate `protobuf:"bytes,1,opt,name=evaluate,proto3,oneof"`
+}
+
+type SessionRequest_Reserve struct {
+	Reserve *SessionReserve `protobuf:"bytes,2,opt,name=reserve,proto3,oneof"`
+}
+
+type SessionRequest_Unreserve struct {
+	Unreserve *SessionUnreserve `protobuf:"bytes,3,opt,name=unreserve,proto3,oneof"`
+}
+
+func (*SessionRequest_Evaluate) isSessionRequest_Message() {}
+
+func (*SessionRequest_Reserve) isSessionRequest_Message() {}
+
+func (*SessionRequest_Unreserve) isSessionRequest_Message() {}
+
+// Evaluate every node of the scorer's snapshot for one pod.
+type SessionEvaluate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Echoed in the answer.
+	RequestId uint64   `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Pod       *PodInfo `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The generation of the node table the client holds; 0 when it has none. When the
+	// scorer's table is another generation, a NodeTable precedes the answer.
+	NodeTableGeneration uint64 `protobuf:"varint,3,opt,name=node_table_generation,json=nodeTableGeneration,proto3" json:"node_table_generation,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *SessionEvaluate) Reset() {
+	*x = SessionEvaluate{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionEvaluate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionEvaluate) ProtoMessage() {}
+
+func (x *SessionEvaluate) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionEvaluate.ProtoReflect.Descriptor instead.
+func (*SessionEvaluate) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SessionEvaluate) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *SessionEvaluate) GetPod() *PodInfo {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *SessionEvaluate) GetNodeTableGeneration() uint64 {
+	if x != nil {
+		return x.NodeTableGeneration
+	}
+	return 0
+}
+
+type SessionReserve struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Increasing per stream (a reopened stream may start anywhere above the acknowledged).
+	Sequence      uint64   `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Pod           *PodInfo `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	NodeName      string   `protobuf:"bytes,3,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionReserve) Reset() {
+	*x = SessionReserve{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionReserve) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionReserve) ProtoMessage() {}
+
+func (x *SessionReserve) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionReserve.ProtoReflect.Descriptor instead.
+func (*SessionReserve) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SessionReserve) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *SessionReserve) GetPod() *PodInfo {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *SessionReserve) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+type SessionUnreserve struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sequence      uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Pod           *PodInfo               `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	NodeName      string                 `protobuf:"bytes,3,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionUnreserve) Reset() {
+	*x = SessionUnreserve{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionUnreserve) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionUnreserve) ProtoMessage() {}
+
+func (x *SessionUnreserve) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionUnreserve.ProtoReflect.Descriptor instead.
+func (*SessionUnreserve) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SessionUnreserve) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *SessionUnreserve) GetPod() *PodInfo {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *SessionUnreserve) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+type SessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Message:
+	//
+	//	*SessionResponse_NodeTable
+	//	*SessionResponse_Evaluation
+	//	*SessionResponse_Ack
+	Message       isSessionResponse_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionResponse) Reset() {
+	*x = SessionResponse{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionResponse) ProtoMessage() {}
+
+func (x *SessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
+func (*SessionResponse) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SessionResponse) GetMessage() isSessionResponse_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetNodeTable() *NodeTable {
+	if x != nil {
+		if x, ok := x.Message.(*SessionResponse_NodeTable); ok {
+			return x.NodeTable
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetEvaluation() *SessionEvaluation {
+	if x != nil {
+		if x, ok := x.Message.(*SessionResponse_Evaluation); ok {
+			return x.Evaluation
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetAck() *SessionAck {
+	if x != nil {
+		if x, ok := x.Message.(*SessionResponse_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
+type isSessionResponse_Message interface {
+	isSessionResponse_Message()
+}
+
+type SessionResponse_NodeTable struct {
+	NodeTable *NodeTable `protobuf:"bytes,1,opt,name=node_table,json=nodeTable,proto3,oneof"`
+}
+
+type SessionResponse_Evaluation struct {
+	Evaluation *SessionEvaluation `protobuf:"bytes,2,opt,name=evaluation,proto3,oneof"`
+}
+
+type SessionResponse_Ack struct {
+	Ack *SessionAck `protobuf:"bytes,3,opt,name=ack,proto3,oneof"`
+}
+
+func (*SessionResponse_NodeTable) isSessionResponse_Message() {}
+
+func (*SessionResponse_Evaluation) isSessionResponse_Message() {}
+
+func (*SessionResponse_Ack) isSessionResponse_Message() {}
+
+// The nodes of the scorer's snapshot; answers refer to them by index.
+type NodeTable struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	NodeNames     []string               `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeTable) Reset() {
+	*x = NodeTable{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeTable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeTable) ProtoMessage() {}
+
+func (x *NodeTable) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeTable.ProtoReflect.Descriptor instead.
+func (*NodeTable) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *NodeTable) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *NodeTable) GetNodeNames() []string {
+	if x != nil {
+		return x.NodeNames
+	}
+	return nil
+}
+
+type SessionEvaluation struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The table the indexes below refer to.
+	NodeTableGeneration uint64 `protobuf:"varint,2,opt,name=node_table_generation,json=nodeTableGeneration,proto3" json:"node_table_generation,omitempty"`
+	// The score (0..100) of node_names[i] of the table at index i; -1 when rejected.
+	Scores []int32 `protobuf:"varint,3,rep,packed,name=scores,proto3" json:"scores,omitempty"`
+	// Rejected nodes (table indexes) and why, index-aligned.
+	RejectedIndexes []uint32 `protobuf:"varint,4,rep,packed,name=rejected_indexes,json=rejectedIndexes,proto3" json:"rejected_indexes,omitempty"`
+	RejectedReasons []string `protobuf:"bytes,5,rep,name=rejected_reasons,json=rejectedReasons,proto3" json:"rejected_reasons,omitempty"`
+	// What a node outside the table scores (it is never rejected).
+	UnknownNodeScore int32                `protobuf:"varint,6,opt,name=unknown_node_score,json=unknownNodeScore,proto3" json:"unknown_node_score,omitempty"`
+	SnapshotAge      *durationpb.Duration `protobuf:"bytes,7,opt,name=snapshot_age,json=snapshotAge,proto3" json:"snapshot_age,omitempty"`
+	// A request the scorer could not evaluate (e.g. a negative quantity), and why; the
+	// stream stays open. Empty otherwise.
+	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionEvaluation) Reset() {
+	*x = SessionEvaluation{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionEvaluation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionEvaluation) ProtoMessage() {}
+
+func (x *SessionEvaluation) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionEvaluation.ProtoReflect.Descriptor instead.
+func (*SessionEvaluation) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SessionEvaluation) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *SessionEvaluation) GetNodeTableGeneration() uint64 {
+	if x != nil {
+		return x.NodeTableGeneration
+	}
+	return 0
+}
+
+func (x *SessionEvaluation) GetScores() []int32 {
+	if x != nil {
+		return x.Scores
+	}
+	return nil
+}
+
+func (x *SessionEvaluation) GetRejectedIndexes() []uint32 {
+	if x != nil {
+		return x.RejectedIndexes
+	}
+	return nil
+}
+
+func (x *SessionEvaluation) GetRejectedReasons() []string {
+	if x != nil {
+		return x.RejectedReasons
+	}
+	return nil
+}
+
+func (x *SessionEvaluation) GetUnknownNodeScore() int32 {
+	if x != nil {
+		return x.UnknownNodeScore
+	}
+	return 0
+}
+
+func (x *SessionEvaluation) GetSnapshotAge() *durationpb.Duration {
+	if x != nil {
+		return x.SnapshotAge
+	}
+	return nil
+}
+
+func (x *SessionEvaluation) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// Every Reserve and Unreserve up to this sequence number has been applied.
+type SessionAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UpToSequence  uint64                 `protobuf:"varint,1,opt,name=up_to_sequence,json=upToSequence,proto3" json:"up_to_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionAck) Reset() {
+	*x = SessionAck{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionAck) ProtoMessage() {}
+
+func (x *SessionAck) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionAck.ProtoReflect.Descriptor instead.
+func (*SessionAck) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SessionAck) GetUpToSequence() uint64 {
+	if x != nil {
+		return x.UpToSequence
+	}
+	return 0
+}
+
 type FilterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Pod   *PodInfo               `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
@@ -39,7 +776,7 @@ type FilterRequest struct {
 
 func (x *FilterRequest) Reset() {
 	*x = FilterRequest{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[0]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +788,7 @@ func (x *FilterRequest) String() string {
 func (*FilterRequest) ProtoMessage() {}
 
 func (x *FilterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[0]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +801,7 @@ func (x *FilterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterRequest.ProtoReflect.Descriptor instead.
 func (*FilterRequest) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{0}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FilterRequest) GetPod() *PodInfo {
@@ -102,7 +839,7 @@ type FilterResponse struct {
 
 func (x *FilterResponse) Reset() {
 	*x = FilterResponse{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[1]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -114,7 +851,7 @@ func (x *FilterResponse) String() string {
 func (*FilterResponse) ProtoMessage() {}
 
 func (x *FilterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[1]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -127,7 +864,7 @@ func (x *FilterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterResponse.ProtoReflect.Descriptor instead.
 func (*FilterResponse) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{1}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FilterResponse) GetFeasibleNodes() []string {
@@ -168,7 +905,7 @@ type ScoreRequest struct {
 
 func (x *ScoreRequest) Reset() {
 	*x = ScoreRequest{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[2]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +917,7 @@ func (x *ScoreRequest) String() string {
 func (*ScoreRequest) ProtoMessage() {}
 
 func (x *ScoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[2]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +930,7 @@ func (x *ScoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreRequest.ProtoReflect.Descriptor instead.
 func (*ScoreRequest) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{2}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ScoreRequest) GetPod() *PodInfo {
@@ -239,7 +976,7 @@ type ScoreResponse struct {
 
 func (x *ScoreResponse) Reset() {
 	*x = ScoreResponse{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[3]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +988,7 @@ func (x *ScoreResponse) String() string {
 func (*ScoreResponse) ProtoMessage() {}
 
 func (x *ScoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[3]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +1001,7 @@ func (x *ScoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreResponse.ProtoReflect.Descriptor instead.
 func (*ScoreResponse) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{3}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScoreResponse) GetScores() []*NodeScore {
@@ -300,7 +1037,7 @@ type NodeScore struct {
 
 func (x *NodeScore) Reset() {
 	*x = NodeScore{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[4]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +1049,7 @@ func (x *NodeScore) String() string {
 func (*NodeScore) ProtoMessage() {}
 
 func (x *NodeScore) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[4]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +1062,7 @@ func (x *NodeScore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeScore.ProtoReflect.Descriptor instead.
 func (*NodeScore) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{4}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NodeScore) GetNodeName() string {
@@ -372,7 +1109,7 @@ type ScoreTerm struct {
 
 func (x *ScoreTerm) Reset() {
 	*x = ScoreTerm{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[5]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +1121,7 @@ func (x *ScoreTerm) String() string {
 func (*ScoreTerm) ProtoMessage() {}
 
 func (x *ScoreTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[5]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +1134,7 @@ func (x *ScoreTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreTerm.ProtoReflect.Descriptor instead.
 func (*ScoreTerm) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{5}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScoreTerm) GetMetric() string {
@@ -466,7 +1203,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[6]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +1215,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[6]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +1228,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{6}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReserveRequest) GetPod() *PodInfo {
@@ -516,7 +1253,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[7]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +1265,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[7]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +1278,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{7}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{17}
 }
 
 type UnreserveRequest struct {
@@ -554,7 +1291,7 @@ type UnreserveRequest struct {
 
 func (x *UnreserveRequest) Reset() {
 	*x = UnreserveRequest{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[8]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +1303,7 @@ func (x *UnreserveRequest) String() string {
 func (*UnreserveRequest) ProtoMessage() {}
 
 func (x *UnreserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[8]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +1316,7 @@ func (x *UnreserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnreserveRequest.ProtoReflect.Descriptor instead.
 func (*UnreserveRequest) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{8}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UnreserveRequest) GetPod() *PodInfo {
@@ -604,7 +1341,7 @@ type UnreserveResponse struct {
 
 func (x *UnreserveResponse) Reset() {
 	*x = UnreserveResponse{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[9]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +1353,7 @@ func (x *UnreserveResponse) String() string {
 func (*UnreserveResponse) ProtoMessage() {}
 
 func (x *UnreserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[9]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,14 +1366,74 @@ func (x *UnreserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnreserveResponse.ProtoReflect.Descriptor instead.
 func (*UnreserveResponse) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{9}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{19}
 }
 
 var File_waterline_v1_scorer_proto protoreflect.FileDescriptor
 
 const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\n" +
-	"\x19waterline/v1/scorer.proto\x12\fwaterline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18waterline/v1/types.proto\"t\n" +
+	"\x19waterline/v1/scorer.proto\x12\fwaterline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18waterline/v1/types.proto\"v\n" +
+	"\x0fEvaluateRequest\x12'\n" +
+	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1d\n" +
+	"\n" +
+	"node_names\x18\x02 \x03(\tR\tnodeNames\x12\x1b\n" +
+	"\tall_nodes\x18\x03 \x01(\bR\ballNodes\"\xfc\x02\n" +
+	"\x10EvaluateResponse\x12%\n" +
+	"\x0eordered_scores\x18\x01 \x03(\x05R\rorderedScores\x12H\n" +
+	"\brejected\x18\x02 \x03(\v2,.waterline.v1.EvaluateResponse.RejectedEntryR\brejected\x12%\n" +
+	"\x0efeasible_nodes\x18\x03 \x03(\tR\rfeasibleNodes\x12'\n" +
+	"\x0ffeasible_scores\x18\x04 \x03(\x05R\x0efeasibleScores\x12,\n" +
+	"\x12unknown_node_score\x18\x05 \x01(\x05R\x10unknownNodeScore\x12<\n" +
+	"\fsnapshot_age\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vsnapshotAge\x1a;\n" +
+	"\rRejectedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd2\x01\n" +
+	"\x0eSessionRequest\x12;\n" +
+	"\bevaluate\x18\x01 \x01(\v2\x1d.waterline.v1.SessionEvaluateH\x00R\bevaluate\x128\n" +
+	"\areserve\x18\x02 \x01(\v2\x1c.waterline.v1.SessionReserveH\x00R\areserve\x12>\n" +
+	"\tunreserve\x18\x03 \x01(\v2\x1e.waterline.v1.SessionUnreserveH\x00R\tunreserveB\t\n" +
+	"\amessage\"\x8d\x01\n" +
+	"\x0fSessionEvaluate\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12'\n" +
+	"\x03pod\x18\x02 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x122\n" +
+	"\x15node_table_generation\x18\x03 \x01(\x04R\x13nodeTableGeneration\"r\n" +
+	"\x0eSessionReserve\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12'\n" +
+	"\x03pod\x18\x02 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
+	"\tnode_name\x18\x03 \x01(\tR\bnodeName\"t\n" +
+	"\x10SessionUnreserve\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12'\n" +
+	"\x03pod\x18\x02 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
+	"\tnode_name\x18\x03 \x01(\tR\bnodeName\"\xc7\x01\n" +
+	"\x0fSessionResponse\x128\n" +
+	"\n" +
+	"node_table\x18\x01 \x01(\v2\x17.waterline.v1.NodeTableH\x00R\tnodeTable\x12A\n" +
+	"\n" +
+	"evaluation\x18\x02 \x01(\v2\x1f.waterline.v1.SessionEvaluationH\x00R\n" +
+	"evaluation\x12,\n" +
+	"\x03ack\x18\x03 \x01(\v2\x18.waterline.v1.SessionAckH\x00R\x03ackB\t\n" +
+	"\amessage\"J\n" +
+	"\tNodeTable\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12\x1d\n" +
+	"\n" +
+	"node_names\x18\x02 \x03(\tR\tnodeNames\"\xd6\x02\n" +
+	"\x11SessionEvaluation\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x122\n" +
+	"\x15node_table_generation\x18\x02 \x01(\x04R\x13nodeTableGeneration\x12\x16\n" +
+	"\x06scores\x18\x03 \x03(\x05R\x06scores\x12)\n" +
+	"\x10rejected_indexes\x18\x04 \x03(\rR\x0frejectedIndexes\x12)\n" +
+	"\x10rejected_reasons\x18\x05 \x03(\tR\x0frejectedReasons\x12,\n" +
+	"\x12unknown_node_score\x18\x06 \x01(\x05R\x10unknownNodeScore\x12<\n" +
+	"\fsnapshot_age\x18\a \x01(\v2\x19.google.protobuf.DurationR\vsnapshotAge\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"2\n" +
+	"\n" +
+	"SessionAck\x12$\n" +
+	"\x0eup_to_sequence\x18\x01 \x01(\x04R\fupToSequence\"t\n" +
 	"\rFilterRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1d\n" +
 	"\n" +
@@ -681,12 +1478,14 @@ const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\x10UnreserveRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"\x13\n" +
-	"\x11UnreserveResponse2\xac\x02\n" +
+	"\x11UnreserveResponse2\xc3\x03\n" +
 	"\rScorerService\x12C\n" +
 	"\x06Filter\x12\x1b.waterline.v1.FilterRequest\x1a\x1c.waterline.v1.FilterResponse\x12@\n" +
 	"\x05Score\x12\x1a.waterline.v1.ScoreRequest\x1a\x1b.waterline.v1.ScoreResponse\x12F\n" +
 	"\aReserve\x12\x1c.waterline.v1.ReserveRequest\x1a\x1d.waterline.v1.ReserveResponse\x12L\n" +
-	"\tUnreserve\x12\x1e.waterline.v1.UnreserveRequest\x1a\x1f.waterline.v1.UnreserveResponseB\xb4\x01\n" +
+	"\tUnreserve\x12\x1e.waterline.v1.UnreserveRequest\x1a\x1f.waterline.v1.UnreserveResponse\x12I\n" +
+	"\bEvaluate\x12\x1d.waterline.v1.EvaluateRequest\x1a\x1e.waterline.v1.EvaluateResponse\x12J\n" +
+	"\aSession\x12\x1c.waterline.v1.SessionRequest\x1a\x1d.waterline.v1.SessionResponse(\x010\x01B\xb4\x01\n" +
 	"\x10com.waterline.v1B\vScorerProtoP\x01ZBgithub.com/waterline/waterline/plugin/gen/waterline/v1;waterlinev1\xa2\x02\x03WXX\xaa\x02\fWaterline.V1\xca\x02\fWaterline\\V1\xe2\x02\x18Waterline\\V1\\GPBMetadata\xea\x02\rWaterline::V1b\x06proto3"
 
 var (
@@ -701,45 +1500,73 @@ func file_waterline_v1_scorer_proto_rawDescGZIP() []byte {
 	return file_waterline_v1_scorer_proto_rawDescData
 }
 
-var file_waterline_v1_scorer_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_waterline_v1_scorer_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_waterline_v1_scorer_proto_goTypes = []any{
-	(*FilterRequest)(nil),       // 0: waterline.v1.FilterRequest
-	(*FilterResponse)(nil),      // 1: waterline.v1.FilterResponse
-	(*ScoreRequest)(nil),        // 2: waterline.v1.ScoreRequest
-	(*ScoreResponse)(nil),       // 3: waterline.v1.ScoreResponse
-	(*NodeScore)(nil),           // 4: waterline.v1.NodeScore
-	(*ScoreTerm)(nil),           // 5: waterline.v1.ScoreTerm
-	(*ReserveRequest)(nil),      // 6: waterline.v1.ReserveRequest
-	(*ReserveResponse)(nil),     // 7: waterline.v1.ReserveResponse
-	(*UnreserveRequest)(nil),    // 8: waterline.v1.UnreserveRequest
-	(*UnreserveResponse)(nil),   // 9: waterline.v1.UnreserveResponse
-	nil,                         // 10: waterline.v1.FilterResponse.RejectedEntry
-	(*PodInfo)(nil),             // 11: waterline.v1.PodInfo
-	(*durationpb.Duration)(nil), // 12: google.protobuf.Duration
+	(*EvaluateRequest)(nil),     // 0: waterline.v1.EvaluateRequest
+	(*EvaluateResponse)(nil),    // 1: waterline.v1.EvaluateResponse
+	(*SessionRequest)(nil),      // 2: waterline.v1.SessionRequest
+	(*SessionEvaluate)(nil),     // 3: waterline.v1.SessionEvaluate
+	(*SessionReserve)(nil),      // 4: waterline.v1.SessionReserve
+	(*SessionUnreserve)(nil),    // 5: waterline.v1.SessionUnreserve
+	(*SessionResponse)(nil),     // 6: waterline.v1.SessionResponse
+	(*NodeTable)(nil),           // 7: waterline.v1.NodeTable
+	(*SessionEvaluation)(nil),   // 8: waterline.v1.SessionEvaluation
+	(*SessionAck)(nil),          // 9: waterline.v1.SessionAck
+	(*FilterRequest)(nil),       // 10: waterline.v1.FilterRequest
+	(*FilterResponse)(nil),      // 11: waterline.v1.FilterResponse
+	(*ScoreRequest)(nil),        // 12: waterline.v1.ScoreRequest
+	(*ScoreResponse)(nil),       // 13: waterline.v1.ScoreResponse
+	(*NodeScore)(nil),           // 14: waterline.v1.NodeScore
+	(*ScoreTerm)(nil),           // 15: waterline.v1.ScoreTerm
+	(*ReserveRequest)(nil),      // 16: waterline.v1.ReserveRequest
+	(*ReserveResponse)(nil),     // 17: waterline.v1.ReserveResponse
+	(*UnreserveRequest)(nil),    // 18: waterline.v1.UnreserveRequest
+	(*UnreserveResponse)(nil),   // 19: waterline.v1.UnreserveResponse
+	nil,                         // 20: waterline.v1.EvaluateResponse.RejectedEntry
+	nil,                         // 21: waterline.v1.FilterResponse.RejectedEntry
+	(*PodInfo)(nil),             // 22: waterline.v1.PodInfo
+	(*durationpb.Duration)(nil), // 23: google.protobuf.Duration
 }
 var file_waterline_v1_scorer_proto_depIdxs = []int32{
-	11, // 0: waterline.v1.FilterRequest.pod:type_name -> waterline.v1.PodInfo
-	10, // 1: waterline.v1.FilterResponse.rejected:type_name -> waterline.v1.FilterResponse.RejectedEntry
-	12, // 2: waterline.v1.FilterResponse.snapshot_age:type_name -> google.protobuf.Duration
-	11, // 3: waterline.v1.ScoreRequest.pod:type_name -> waterline.v1.PodInfo
-	4,  // 4: waterline.v1.ScoreResponse.scores:type_name -> waterline.v1.NodeScore
-	12, // 5: waterline.v1.ScoreResponse.snapshot_age:type_name -> google.protobuf.Duration
-	5,  // 6: waterline.v1.NodeScore.terms:type_name -> waterline.v1.ScoreTerm
-	11, // 7: waterline.v1.ReserveRequest.pod:type_name -> waterline.v1.PodInfo
-	11, // 8: waterline.v1.UnreserveRequest.pod:type_name -> waterline.v1.PodInfo
-	0,  // 9: waterline.v1.ScorerService.Filter:input_type -> waterline.v1.FilterRequest
-	2,  // 10: waterline.v1.ScorerService.Score:input_type -> waterline.v1.ScoreRequest
-	6,  // 11: waterline.v1.ScorerService.Reserve:input_type -> waterline.v1.ReserveRequest
-	8,  // 12: waterline.v1.ScorerService.Unreserve:input_type -> waterline.v1.UnreserveRequest
-	1,  // 13: waterline.v1.ScorerService.Filter:output_type -> waterline.v1.FilterResponse
-	3,  // 14: waterline.v1.ScorerService.Score:output_type -> waterline.v1.ScoreResponse
-	7,  // 15: waterline.v1.ScorerService.Reserve:output_type -> waterline.v1.ReserveResponse
-	9,  // 16: waterline.v1.ScorerService.Unreserve:output_type -> waterline.v1.UnreserveResponse
-	13, // [13:17] is the sub-list for method output_type
-	9,  // [9:13] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	22, // 0: waterline.v1.EvaluateRequest.pod:type_name -> waterline.v1.PodInfo
+	20, // 1: waterline.v1.EvaluateResponse.rejected:type_name -> waterline.v1.EvaluateResponse.RejectedEntry
+	23, // 2: waterline.v1.EvaluateResponse.snapshot_age:type_name -> google.protobuf.Duration
+	3,  // 3: waterline.v1.SessionRequest.evaluate:type_name -> waterline.v1.SessionEvaluate
+	4,  // 4: waterline.v1.SessionRequest.reserve:type_name -> waterline.v1.SessionReserve
+	5,  // 5: waterline.v1.SessionRequest.unreserve:type_name -> waterline.v1.SessionUnreserve
+	22, // 6: waterline.v1.SessionEvaluate.pod:type_name -> waterline.v1.PodInfo
+	22, // 7: waterline.v1.SessionReserve.pod:type_name -> waterline.v1.PodInfo
+	22, // 8: waterline.v1.SessionUnreserve.pod:type_name -> waterline.v1.PodInfo
+	7,  // 9: waterline.v1.SessionResponse.node_table:type_name -> waterline.v1.NodeTable
+	8,  // 10: waterline.v1.SessionResponse.evaluation:type_name -> waterline.v1.SessionEvaluation
+	9,  // 11: waterline.v1.SessionResponse.ack:type_name -> waterline.v1.SessionAck
+	23, // 12: waterline.v1.SessionEvaluation.snapshot_age:type_name -> google.protobuf.Duration
+	22, // 13: waterline.v1.FilterRequest.pod:type_name -> waterline.v1.PodInfo
+	21, // 14: waterline.v1.FilterResponse.rejected:type_name -> waterline.v1.FilterResponse.RejectedEntry
+	23, // 15: waterline.v1.FilterResponse.snapshot_age:type_name -> google.protobuf.Duration
+	22, // 16: waterline.v1.ScoreRequest.pod:type_name -> waterline.v1.PodInfo
+	14, // 17: waterline.v1.ScoreResponse.scores:type_name -> waterline.v1.NodeScore
+	23, // 18: waterline.v1.ScoreResponse.snapshot_age:type_name -> google.protobuf.Duration
+	15, // 19: waterline.v1.NodeScore.terms:type_name -> waterline.v1.ScoreTerm
+	22, // 20: waterline.v1.ReserveRequest.pod:type_name -> waterline.v1.PodInfo
+	22, // 21: waterline.v1.UnreserveRequest.pod:type_name -> waterline.v1.PodInfo
+	10, // 22: waterline.v1.ScorerService.Filter:input_type -> waterline.v1.FilterRequest
+	12, // 23: waterline.v1.ScorerService.Score:input_type -> waterline.v1.ScoreRequest
+	16, // 24: waterline.v1.ScorerService.Reserve:input_type -> waterline.v1.ReserveRequest
+	18, // 25: waterline.v1.ScorerService.Unreserve:input_type -> waterline.v1.UnreserveRequest
+	0,  // 26: waterline.v1.ScorerService.Evaluate:input_type -> waterline.v1.EvaluateRequest
+	2,  // 27: waterline.v1.ScorerService.Session:input_type -> waterline.v1.SessionRequest
+	11, // 28: waterline.v1.ScorerService.Filter:output_type -> waterline.v1.FilterResponse
+	13, // 29: waterline.v1.ScorerService.Score:output_type -> waterline.v1.ScoreResponse
+	17, // 30: waterline.v1.ScorerService.Reserve:output_type -> waterline.v1.ReserveResponse
+	19, // 31: waterline.v1.ScorerService.Unreserve:output_type -> waterline.v1.UnreserveResponse
+	1,  // 32: waterline.v1.ScorerService.Evaluate:output_type -> waterline.v1.EvaluateResponse
+	6,  // 33: waterline.v1.ScorerService.Session:output_type -> waterline.v1.SessionResponse
+	28, // [28:34] is the sub-list for method output_type
+	22, // [22:28] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_scorer_proto_init() }
@@ -748,13 +1575,23 @@ func file_waterline_v1_scorer_proto_init() {
 		return
 	}
 	file_waterline_v1_types_proto_init()
+	file_waterline_v1_scorer_proto_msgTypes[2].OneofWrappers = []any{
+		(*SessionRequest_Evaluate)(nil),
+		(*SessionRequest_Reserve)(nil),
+		(*SessionRequest_Unreserve)(nil),
+	}
+	file_waterline_v1_scorer_proto_msgTypes[6].OneofWrappers = []any{
+		(*SessionResponse_NodeTable)(nil),
+		(*SessionResponse_Evaluation)(nil),
+		(*SessionResponse_Ack)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waterline_v1_scorer_proto_rawDesc), len(file_waterline_v1_scorer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

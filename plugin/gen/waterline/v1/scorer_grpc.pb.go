@@ -23,6 +23,8 @@ const (
 	ScorerService_Score_FullMethodName     = "/waterline.v1.ScorerService/Score"
 	ScorerService_Reserve_FullMethodName   = "/waterline.v1.ScorerService/Reserve"
 	ScorerService_Unreserve_FullMethodName = "/waterline.v1.ScorerService/Unreserve"
+	ScorerService_Evaluate_FullMethodName  = "/waterline.v1.ScorerService/Evaluate"
+	ScorerService_Session_FullMethodName   = "/waterline.v1.ScorerService/Session"
 )
 
 // ScorerServiceClient is the client API for ScorerService service.
@@ -40,6 +42,18 @@ type ScorerServiceClient interface {
 	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
 	// Forgets a placement (no-op for an unknown pod).
 	Unreserve(ctx context.Context, in *UnreserveRequest, opts ...grpc.CallOption) (*UnreserveResponse, error)
+	// Filter and Score in one call: the rejected nodes with reasons, and the score of every
+	// feasible node. Scores are exactly Score's for the same pod and snapshot.
+	Evaluate(ctx context.Context, in *EvaluateRequest, opts ...grpc.CallOption) (*EvaluateResponse, error)
+	// One ordered stream per scheduler, carrying Evaluate requests and Reserve/Unreserve
+	// messages. The scorer handles each message before it reads the next, so a Reserve
+	// written to the stream (no answer awaited) is seen by the next Evaluate: ordering comes
+	// from the stream, not from waiting. Only Evaluates are answered; Reserves and Unreserves
+	// are acknowledged in batches (SessionAck) and a client replays the unacknowledged ones
+	// when it reopens the stream (they are idempotent by pod uid). Nodes cross the stream
+	// once: the scorer sends a NodeTable when the client's is missing or out of date, and
+	// answers refer to nodes by their index in it.
+	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error)
 }
 
 type scorerServiceClient struct {
@@ -90,6 +104,29 @@ func (c *scorerServiceClient) Unreserve(ctx context.Context, in *UnreserveReques
 	return out, nil
 }
 
+func (c *scorerServiceClient) Evaluate(ctx context.Context, in *EvaluateRequest, opts ...grpc.CallOption) (*EvaluateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EvaluateResponse)
+	err := c.cc.Invoke(ctx, ScorerService_Evaluate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *scorerServiceClient) Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ScorerService_ServiceDesc.Streams[0], ScorerService_Session_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SessionRequest, SessionResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ScorerService_SessionClient = grpc.BidiStreamingClient[SessionRequest, SessionResponse]
+
 // ScorerServiceServer is the server API for ScorerService service.
 // All implementations must embed UnimplementedScorerServiceServer
 // for forward compatibility.
@@ -105,6 +142,18 @@ type ScorerServiceServer interface {
 	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
 	// Forgets a placement (no-op for an unknown pod).
 	Unreserve(context.Context, *UnreserveRequest) (*UnreserveResponse, error)
+	// Filter and Score in one call: the rejected nodes with reasons, and the score of every
+	// feasible node. Scores are exactly Score's for the same pod and snapshot.
+	Evaluate(context.Context, *EvaluateRequest) (*EvaluateResponse, error)
+	// One ordered stream per scheduler, carrying Evaluate requests and Reserve/Unreserve
+	// messages. The scorer handles each message before it reads the next, so a Reserve
+	// written to the stream (no answer awaited) is seen by the next Evaluate: ordering comes
+	// from the stream, not from waiting. Only Evaluates are answered; Reserves and Unreserves
+	// are acknowledged in batches (SessionAck) and a client replays the unacknowledged ones
+	// when it reopens the stream (they are idempotent by pod uid). Nodes cross the stream
+	// once: the scorer sends a NodeTable when the client's is missing or out of date, and
+	// answers refer to nodes by their index in it.
+	Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error
 	mustEmbedUnimplementedScorerServiceServer()
 }
 
@@ -126,6 +175,12 @@ func (UnimplementedScorerServiceServer) Reserve(context.Context, *ReserveRequest
 }
 func (UnimplementedScorerServiceServer) Unreserve(context.Context, *UnreserveRequest) (*UnreserveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Unreserve not implemented")
+}
+func (UnimplementedScorerServiceServer) Evaluate(context.Context, *EvaluateRequest) (*EvaluateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Evaluate not implemented")
+}
+func (UnimplementedScorerServiceServer) Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error {
+	return status.Error(codes.Unimplemented, "method Session not implemented")
 }
 func (UnimplementedScorerServiceServer) mustEmbedUnimplementedScorerServiceServer() {}
 func (UnimplementedScorerServiceServer) testEmbeddedByValue()                       {}
@@ -220,6 +275,31 @@ func _ScorerService_Unreserve_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ScorerService_Evaluate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EvaluateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ScorerServiceServer).Evaluate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ScorerService_Evaluate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ScorerServiceServer).Evaluate(ctx, req.(*EvaluateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ScorerService_Session_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ScorerServiceServer).Session(&grpc.GenericServerStream[SessionRequest, SessionResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ScorerService_SessionServer = grpc.BidiStreamingServer[SessionRequest, SessionResponse]
+
 // ScorerService_ServiceDesc is the grpc.ServiceDesc for ScorerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -243,7 +323,18 @@ var ScorerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Unreserve",
 			Handler:    _ScorerService_Unreserve_Handler,
 		},
+		{
+			MethodName: "Evaluate",
+			Handler:    _ScorerService_Evaluate_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Session",
+			Handler:       _ScorerService_Session_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "waterline/v1/scorer.proto",
 }

@@ -1,0 +1,188 @@
+//! `ScorerService.Session`: one ordered stream per scheduler. Messages are handled one at a
+//! time in the order they arrive, so a Reserve the client wrote without waiting is in the
+//! snapshot before the next Evaluate is read. Evaluates are answered over the scorer's node
+//! table (sent first whenever the client's generation differs), by index; Reserves and
+//! Unreserves are acknowledged in batches: before each answer, every [`ACK_EVERY`]
+//! messages, and when the stream goes quiet for [`ACK_IDLE`].
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Status, Streaming};
+use waterline_api::v1 as pb;
+use waterline_api::v1::session_request::Message as In;
+use waterline_api::v1::session_response::Message as Out;
+use waterline_convert::{duration, required_pod};
+use waterline_core::UnixMillis;
+
+use crate::service::Scorer;
+
+pub type SessionStream = Pin<Box<dyn Stream<Item = Result<pb::SessionResponse, Status>> + Send>>;
+
+/// Answers queued toward the client before the session stops reading (backpressure).
+const OUT_BUFFER: usize = 64;
+/// Reserves/Unreserves handled before an ack goes out even with no Evaluate between.
+const ACK_EVERY: u64 = 128;
+/// A quiet stream acknowledges what it has handled after this long.
+const ACK_IDLE: Duration = Duration::from_millis(50);
+
+pub fn open(scorer: Scorer, inbound: Streaming<pb::SessionRequest>) -> SessionStream {
+    let (tx, rx) = mpsc::channel(OUT_BUFFER);
+    tokio::spawn(run(scorer, inbound, tx));
+    Box::pin(ReceiverStream::new(rx))
+}
+
+/// What a session has handled and acknowledged.
+#[derive(Default)]
+struct Acks {
+    /// Highest Reserve/Unreserve sequence handled.
+    handled: Option<u64>,
+    acked: Option<u64>,
+    since_ack: u64,
+}
+
+impl Acks {
+    fn handled(&mut self, sequence: u64) {
+        self.handled = Some(self.handled.map_or(sequence, |h| h.max(sequence)));
+        self.since_ack += 1;
+    }
+
+    /// The ack to send now, if anything is unacknowledged.
+    fn take(&mut self) -> Option<pb::SessionResponse> {
+        let up_to = self.handled.filter(|h| self.acked.is_none_or(|a| a < *h))?;
+        self.acked = Some(up_to);
+        self.since_ack = 0;
+        Some(response(Out::Ack(pb::SessionAck { up_to_sequence: up_to })))
+    }
+}
+
+fn response(message: Out) -> pb::SessionResponse {
+    pb::SessionResponse { message: Some(message) }
+}
+
+async fn run(
+    scorer: Scorer,
+    mut inbound: Streaming<pb::SessionRequest>,
+    tx: mpsc::Sender<Result<pb::SessionResponse, Status>>,
+) {
+    let mut acks = Acks::default();
+    loop {
+        let next = match tokio::time::timeout(ACK_IDLE, inbound.message()).await {
+            Err(_) => {
+                if let Some(ack) = acks.take()
+                    && tx.send(Ok(ack)).await.is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+            Ok(next) => next,
+        };
+        let request = match next {
+            Ok(Some(request)) => request,
+            Ok(None) => return,
+            Err(status) => {
+                tracing::debug!(error = %status, "session stream ended");
+                return;
+            }
+        };
+        let mut out = Vec::new();
+        match request.message {
+            Some(In::Reserve(r)) => {
+                let call = pb::ReserveRequest { pod: r.pod, node_name: r.node_name };
+                if let Err(status) = scorer.reserve_now(call) {
+                    tracing::warn!(error = %status.message(), "session Reserve refused");
+                }
+                acks.handled(r.sequence);
+                if acks.since_ack >= ACK_EVERY {
+                    out.extend(acks.take());
+                }
+            }
+            Some(In::Unreserve(u)) => {
+                let call = pb::UnreserveRequest { pod: u.pod, node_name: u.node_name };
+                if let Err(status) = scorer.unreserve_now(call) {
+                    tracing::warn!(error = %status.message(), "session Unreserve refused");
+                }
+                acks.handled(u.sequence);
+                if acks.since_ack >= ACK_EVERY {
+                    out.extend(acks.take());
+                }
+            }
+            Some(In::Evaluate(e)) => {
+                out.extend(acks.take());
+                out.extend(evaluate(&scorer, e));
+            }
+            None => tracing::debug!("empty session message ignored"),
+        }
+        for message in out {
+            if tx.send(Ok(message)).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The answer to one Evaluate: the node table first when the client's is another
+/// generation, then the evaluation over it.
+fn evaluate(scorer: &Scorer, request: pb::SessionEvaluate) -> Vec<pb::SessionResponse> {
+    let timer = scorer.rpc.start("Session.Evaluate");
+    let table = scorer.store.node_table();
+    let mut out = Vec::with_capacity(2);
+    if request.node_table_generation != table.generation {
+        out.push(response(Out::NodeTable(pb::NodeTable {
+            generation: table.generation,
+            node_names: table.names.clone(),
+        })));
+    }
+    let now = UnixMillis::now();
+    let mut answer = pb::SessionEvaluation {
+        request_id: request.request_id,
+        node_table_generation: table.generation,
+        snapshot_age: Some(duration(scorer.store.age(now))),
+        ..Default::default()
+    };
+    let pod = if scorer.store.is_synced() {
+        required_pod(request.pod.as_ref()).map_err(|e| e.to_string())
+    } else {
+        Err("waiting for the first snapshot from the collector".to_owned())
+    };
+    match pod {
+        Err(reason) => {
+            answer.error = reason;
+            timer.finish("INVALID_ARGUMENT");
+        }
+        Ok(pod) => {
+            let evaluation = scorer.evaluate(&scorer.store.read(), &pod, &table.names, now);
+            answer.scores = evaluation.scores.iter().map(|s| s.unwrap_or(-1)).collect();
+            for (index, reason) in evaluation.rejected {
+                answer.rejected_indexes.push(index as u32);
+                answer.rejected_reasons.push(reason);
+            }
+            answer.unknown_node_score = evaluation.unknown_node_score;
+            timer.finish("OK");
+        }
+    }
+    out.push(response(Out::Evaluation(answer)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acks_cover_everything_handled_once() {
+        let mut acks = Acks::default();
+        assert!(acks.take().is_none(), "nothing handled, nothing to ack");
+        acks.handled(3);
+        acks.handled(2);
+        let ack = acks.take().and_then(|r| r.message);
+        assert_eq!(ack, Some(Out::Ack(pb::SessionAck { up_to_sequence: 3 })));
+        assert!(acks.take().is_none(), "already acknowledged");
+        acks.handled(4);
+        assert!(acks.take().is_some());
+    }
+}
