@@ -7,10 +7,15 @@ use std::fmt::Write;
 use crate::curve::{least_used, round_half_away, round_score, water_level};
 use crate::estimate::{Usage, estimate};
 use crate::pod::Pod;
-use crate::policy::{Combine, Curve, Policy, Resource, StaleFilter};
-use crate::snapshot::{Capacity, NodeSlot, Snapshot};
+use crate::policy::{
+    Combine, Curve, Direction, Normalize, Policy, Resource, Rounding, StaleFilter,
+};
+use crate::snapshot::{Capacity, NodeSlot, NodeState, Snapshot};
 use crate::time::{Millis, UnixMillis};
 use smallvec::SmallVec;
+
+mod breaker;
+pub use breaker::{breaker_open, breakers};
 
 /// How one metric contributed to a node's score.
 #[derive(Clone, Debug, PartialEq)]
@@ -99,13 +104,33 @@ impl Prediction {
     }
 }
 
+/// A metric's curve, resolved once per request (the policy's, or the metric's own).
+#[derive(Clone, Copy, Debug)]
+enum PlanCurve {
+    WaterLevel(f64),
+    LeastUsed,
+    /// Least-used of the observed value; recent placements enter as the hot value.
+    Crane,
+}
+
 /// A policy metric resolved against the snapshot once per request.
 struct MetricPlan {
     /// The snapshot's id for the metric name (`None`: no node ever reported it).
     id: Option<usize>,
     resource: Resource,
     max_age: crate::time::Millis,
+    /// 0 while the fleet breaker is open: the metric then adds nothing to any node.
     weight: f64,
+    curve: PlanCurve,
+    /// Query value → percent (`MetricSpec::to_percent`).
+    to_percent: f64,
+    /// `Normalize::MaxOfCandidates`: divided by `relative_max`.
+    relative: bool,
+    /// The highest fresh value among this request's candidates (Score only).
+    relative_max: f64,
+    higher_is_better: bool,
+    /// The fleet breaker is open: no score, no filtering.
+    absent: bool,
     /// Index of the metric's absorb window in `Request::absorb_windows`.
     window: usize,
     /// The end of a rejection reason, `% > 65%`, formatted once per request (float
@@ -143,7 +168,11 @@ struct Request<'a> {
     metrics: Vec<MetricPlan>,
     /// The distinct absorb windows of the policy's metrics.
     absorb_windows: SmallVec<[Millis; 4]>,
+    /// Σ weight of the metrics whose breaker is closed.
     total_weight: f64,
+    truncate: bool,
+    overshoot_caps: bool,
+    has_relative: bool,
     uses_cpu: bool,
     uses_memory: bool,
     incoming: Usage,
@@ -174,29 +203,74 @@ impl<'a> Request<'a> {
                 absorb_windows.push(m.absorb_window);
             }
         }
+        let metrics: Vec<MetricPlan> = policy
+            .metrics
+            .iter()
+            .map(|m| {
+                let absent = breaker_open(policy, snapshot, m, now);
+                MetricPlan {
+                    id: snapshot.metric_id(&m.name),
+                    resource: m.resource,
+                    max_age: m.max_age,
+                    weight: if absent { 0.0 } else { m.weight },
+                    curve: match policy.curve_of(m) {
+                        Curve::WaterLevel { target } => PlanCurve::WaterLevel(*target),
+                        Curve::LeastUsed => PlanCurve::LeastUsed,
+                        Curve::Crane { .. } => PlanCurve::Crane,
+                    },
+                    to_percent: m.to_percent,
+                    relative: m.normalize == Normalize::MaxOfCandidates,
+                    relative_max: 0.0,
+                    higher_is_better: m.direction == Direction::HigherIsBetter,
+                    absent,
+                    window: absorb_windows.iter().position(|w| *w == m.absorb_window).unwrap_or(0),
+                    // `{}` of an f64 prints 65.0 as "65", as the policy file spells it.
+                    over_limit: m.filter_above.map(|l| format!("% > {l}%")).unwrap_or_default(),
+                }
+            })
+            .collect();
         Request {
             policy,
             snapshot,
             pod,
-            metrics: policy
-                .metrics
-                .iter()
-                .map(|m| MetricPlan {
-                    id: snapshot.metric_id(&m.name),
-                    resource: m.resource,
-                    max_age: m.max_age,
-                    weight: m.weight,
-                    window: absorb_windows.iter().position(|w| *w == m.absorb_window).unwrap_or(0),
-                    // `{}` of an f64 prints 65.0 as "65", as the policy file spells it.
-                    over_limit: m.filter_above.map(|l| format!("% > {l}%")).unwrap_or_default(),
-                })
-                .collect(),
+            total_weight: metrics.iter().map(|m| m.weight).sum(),
+            has_relative: metrics.iter().any(|m| m.relative && !m.absent),
+            metrics,
             absorb_windows,
-            total_weight: policy.metrics.iter().map(|m| m.weight).sum(),
+            truncate: policy.rounding == Rounding::Truncate,
+            overshoot_caps: policy.combine == Combine::OvershootDominates,
             uses_cpu: uses(Resource::Cpu),
             uses_memory: uses(Resource::Memory),
             incoming: estimate(&policy.estimator, pod),
             now,
+        }
+    }
+
+    /// A fresh sample's value in percent (its unit applied), or `None` when missing or stale.
+    fn fresh_level(&self, metric: &MetricPlan, state: &NodeState) -> Option<f64> {
+        metric
+            .id
+            .and_then(|id| state.sample(id))
+            .filter(|s| self.now.since(s.at) <= metric.max_age)
+            .map(|s| (s.value * metric.to_percent).max(0.0))
+    }
+
+    /// `Normalize::MaxOfCandidates`: each relative metric's highest fresh value among
+    /// `slots`, the candidates of this request.
+    fn find_relative_maxima<'s>(&mut self, slots: impl Iterator<Item = Option<&'s NodeSlot>>) {
+        let mut maxima: SmallVec<[f64; 4]> = SmallVec::from_elem(0.0, self.metrics.len());
+        for state in slots.filter_map(|slot| slot?.state()) {
+            for (metric, max) in self.metrics.iter().zip(maxima.iter_mut()) {
+                if metric.relative
+                    && !metric.absent
+                    && let Some(level) = self.fresh_level(metric, state)
+                {
+                    *max = max.max(level);
+                }
+            }
+        }
+        for (metric, max) in self.metrics.iter_mut().zip(maxima) {
+            metric.relative_max = max;
         }
     }
 
@@ -240,11 +314,17 @@ impl<'a> Request<'a> {
         let shares = self.shares(slot, state.capacity, stats);
         let mut stale = false;
         out.extend(self.metrics.iter().map(|metric| {
-            let observed = metric
-                .id
-                .and_then(|id| state.sample(id))
-                .filter(|s| self.now.since(s.at) <= metric.max_age)
-                .map(|s| s.value);
+            let observed = self.fresh_level(metric, state).map(|mut level| {
+                if metric.relative {
+                    // 0 / 0: every candidate is idle (or the only fresh one is): 0 %.
+                    level = if metric.relative_max > 0.0 {
+                        level * 100.0 / metric.relative_max
+                    } else {
+                        0.0
+                    };
+                }
+                if metric.higher_is_better { 100.0 - level } else { level }
+            });
             stale |= observed.is_none();
             let (ledger, incoming) = shares.of(metric.resource, metric.window);
             Prediction { observed, ledger, incoming }
@@ -253,24 +333,36 @@ impl<'a> Request<'a> {
         true
     }
 
-    fn curve_score(&self, prediction: &Prediction) -> f64 {
-        match (&self.policy.curve, prediction.observed) {
+    /// One metric's curve score on one node.
+    #[inline]
+    fn metric_score(&self, metric: &MetricPlan, prediction: &Prediction) -> f64 {
+        let Some(observed) = prediction.observed else {
             // Crane counts a metric without a fresh sample as fully used.
-            (Curve::Crane { .. }, None) => 0.0,
-            (_, None) => self.policy.stale.score,
-            (Curve::WaterLevel { target }, Some(_)) => water_level(*target, prediction.predicted()),
-            (Curve::LeastUsed, Some(_)) => least_used(prediction.predicted()),
+            return match metric.curve {
+                PlanCurve::Crane => 0.0,
+                _ => self.policy.stale.score,
+            };
+        };
+        let score = match metric.curve {
+            PlanCurve::WaterLevel(target) => water_level(target, prediction.predicted()),
+            PlanCurve::LeastUsed => least_used(prediction.predicted()),
             // Crane reads observed values only; recent placements enter as the hot value.
-            (Curve::Crane { .. }, Some(observed)) => least_used(observed),
-        }
+            PlanCurve::Crane => least_used(observed),
+        };
+        if self.truncate { truncate(score) } else { score }
     }
 
     fn combine(&self, slot: Option<&NodeSlot>, predictions: Option<&[Prediction]>) -> f64 {
         let (weighted, cap) = match predictions {
-            Some(p) => self.weighted_curve_sum(p),
-            None => (self.unknown_score() * self.total_weight, f64::INFINITY),
+            Some(p) if self.total_weight > 0.0 => self.weighted_curve_sum(p),
+            // Unknown node, or every metric's breaker open: no data counts.
+            _ => (self.unknown_score() * self.total_weight, f64::INFINITY),
         };
-        let score = (weighted / self.total_weight).min(cap);
+        let score = if self.total_weight > 0.0 {
+            (weighted / self.total_weight).min(cap)
+        } else {
+            self.unknown_score()
+        };
         match &self.policy.curve {
             Curve::Crane { hot_windows } => {
                 let hot: usize = hot_windows
@@ -288,38 +380,30 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// The node score as an integer: rounded half away from zero, or truncated.
+    fn rounded(&self, score: f64) -> i64 {
+        if self.truncate { truncate(score) as i64 } else { round_score(score) }
+    }
+
     /// Σ weight × curve score over the metrics, and the cap `Combine::OvershootDominates`
-    /// puts on the node's score (∞ when nothing overshoots): `curve_score` with the curve
-    /// chosen once per node instead of once per metric (this is most of a Score's
-    /// arithmetic).
+    /// puts on the node's score (∞ when nothing overshoots): the lowest curve score of a
+    /// water-level metric (the policy's curve or its own) predicted above its target.
     fn weighted_curve_sum(&self, predictions: &[Prediction]) -> (f64, f64) {
-        let stale = self.policy.stale.score;
-        let sum = |curve: &dyn Fn(f64, f64) -> f64, stale: f64| -> f64 {
-            self.metrics
-                .iter()
-                .zip(predictions)
-                .map(|(m, p)| {
-                    m.weight * p.observed.map_or(stale, |observed| curve(observed, p.predicted()))
-                })
-                .sum()
-        };
-        match self.policy.curve {
-            Curve::WaterLevel { target } => {
-                let weighted = sum(&|_, predicted| water_level(target, predicted), stale);
-                let cap = match self.policy.combine {
-                    Combine::WeightedMean => f64::INFINITY,
-                    Combine::OvershootDominates => predictions
-                        .iter()
-                        .filter(|p| p.observed.is_some() && p.predicted() > target)
-                        .map(|p| water_level(target, p.predicted()))
-                        .fold(f64::INFINITY, f64::min),
-                };
-                (weighted, cap)
+        let mut weighted = 0.0;
+        let mut cap = f64::INFINITY;
+        for (metric, p) in self.metrics.iter().zip(predictions) {
+            let score = self.metric_score(metric, p);
+            weighted += metric.weight * score;
+            if self.overshoot_caps
+                && !metric.absent
+                && let PlanCurve::WaterLevel(target) = metric.curve
+                && p.observed.is_some()
+                && p.predicted() > target
+            {
+                cap = cap.min(score);
             }
-            Curve::LeastUsed => (sum(&|_, predicted| least_used(predicted), stale), f64::INFINITY),
-            // Crane reads observed values only and counts missing ones as fully used.
-            Curve::Crane { .. } => (sum(&|observed, _| least_used(observed), 0.0), f64::INFINITY),
         }
+        (weighted, cap)
     }
 
     /// Curve score of a node with no data at all.
@@ -338,7 +422,8 @@ impl<'a> Request<'a> {
             .enumerate()
             .map(|(i, metric)| {
                 let p = predictions.map_or(Prediction::UNKNOWN, |p| p[i]);
-                let curve_score = self.curve_score(&p);
+                let plan = &self.metrics[i];
+                let curve_score = self.metric_score(plan, &p);
                 ScoreTerm {
                     metric: metric.name.clone(),
                     observed: p.observed.unwrap_or(0.0),
@@ -346,8 +431,9 @@ impl<'a> Request<'a> {
                     incoming: p.incoming,
                     predicted: p.predicted(),
                     curve_score,
-                    weight: metric.weight,
-                    stale: p.observed.is_none(),
+                    // 0 while the fleet breaker is open for the metric.
+                    weight: plan.weight,
+                    stale: p.observed.is_none() || plan.absent,
                 }
             })
             .collect()
@@ -379,7 +465,7 @@ impl<'a> Request<'a> {
     fn load_rejection(&self, predictions: &[Prediction]) -> Option<String> {
         let mut reasons = String::new();
         for ((metric, plan), p) in self.policy.metrics.iter().zip(&self.metrics).zip(predictions) {
-            let Some(limit) = metric.filter_above else { continue };
+            let Some(limit) = metric.filter_above.filter(|_| !plan.absent) else { continue };
             let breach = match p.observed {
                 None => self.policy.stale.filter == StaleFilter::Reject,
                 Some(_) => p.predicted() > limit,
@@ -514,19 +600,29 @@ pub fn score(
     now: UnixMillis,
     explain: bool,
 ) -> ScoreOutcome {
-    let request = Request::new(policy, snapshot, pod, now);
+    let mut request = Request::new(policy, snapshot, pod, now);
+    // A maxOfCandidates metric needs every candidate's value before any score: look the
+    // candidates up once, for both passes.
+    let slots: Vec<Option<&NodeSlot>> = if request.has_relative {
+        let slots: Vec<_> = nodes.iter().map(|node| snapshot.slot(node)).collect();
+        request.find_relative_maxima(slots.iter().copied());
+        slots
+    } else {
+        Vec::new()
+    };
     let mut stats = Stats::default();
     let mut predictions = Vec::with_capacity(policy.metrics.len());
     let scores = nodes
         .iter()
-        .map(|node| {
-            let slot = snapshot.slot(node);
+        .enumerate()
+        .map(|(i, node)| {
+            let slot = if request.has_relative { slots[i] } else { snapshot.slot(node) };
             let known = request.predict_into(slot, &mut predictions, &mut stats);
             if !known {
                 stats.unknown_nodes += 1;
             }
             let predictions = known.then_some(predictions.as_slice());
-            let score = round_score(request.combine(slot, predictions));
+            let score = request.rounded(request.combine(slot, predictions));
             let terms = if explain { request.terms(predictions) } else { Vec::new() };
             NodeScore { score, terms }
         })
@@ -534,5 +630,15 @@ pub fn score(
     ScoreOutcome { scores, stats }
 }
 
+/// Toward zero, with an epsilon so float noise below an integer (84.99999999) does not lose
+/// a point the exact arithmetic has.
+fn truncate(score: f64) -> f64 {
+    (score + 1e-9).trunc()
+}
+
+#[cfg(test)]
+mod breaker_tests;
+#[cfg(test)]
+mod scoring_tests;
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,8 @@
 //! (newest first, so the ones that still count are a prefix). The full ledger entries live
 //! in the `Ledger` beside it; every change goes through `Snapshot` so the two agree.
 
+use std::collections::BTreeMap;
+
 use smallvec::SmallVec;
 
 use crate::FastMap;
@@ -86,10 +88,40 @@ impl NodeSlot {
     }
 }
 
+/// The sample times of one metric across the nodes that hold a sample of it, as a multiset:
+/// what the fleet staleness breaker reads, so it never walks the nodes. A Prometheus poll
+/// stamps every node's sample of a metric with the same evaluation time, so the map holds a
+/// handful of distinct times however many nodes there are.
+#[derive(Clone, Debug, Default)]
+struct SampleTimes {
+    by_time: BTreeMap<UnixMillis, u32>,
+    /// Nodes holding a sample of the metric.
+    nodes: usize,
+}
+
+impl SampleTimes {
+    fn add(&mut self, at: UnixMillis) {
+        *self.by_time.entry(at).or_default() += 1;
+        self.nodes += 1;
+    }
+
+    fn remove(&mut self, at: UnixMillis) {
+        if let Some(count) = self.by_time.get_mut(&at) {
+            *count -= 1;
+            if *count == 0 {
+                self.by_time.remove(&at);
+            }
+            self.nodes -= 1;
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     metric_ids: FastMap<String, usize>,
     metric_names: Vec<String>,
+    /// Indexed by metric id.
+    sample_times: Vec<SampleTimes>,
     slots: FastMap<String, NodeSlot>,
     /// Slots with a state.
     node_count: usize,
@@ -108,6 +140,7 @@ impl Snapshot {
         }
         let id = self.metric_names.len();
         self.metric_names.push(name.to_owned());
+        self.sample_times.push(SampleTimes::default());
         self.metric_ids.insert(name.to_owned(), id);
         id
     }
@@ -132,13 +165,50 @@ impl Snapshot {
             Some(slot) => slot,
             None => self.slots.entry(name.to_owned()).or_default(),
         };
+        let old_samples = slot.state.as_ref().map(|old| &old.samples[..]).unwrap_or_default();
+        for id in 0..old_samples.len().max(state.samples.len()) {
+            let old = old_samples.get(id).copied().flatten().map(|s| s.at);
+            let new = state.samples.get(id).copied().flatten().map(|s| s.at);
+            if old != new {
+                let times = &mut self.sample_times[id];
+                old.inspect(|at| times.remove(*at));
+                new.inspect(|at| times.add(*at));
+            }
+        }
         if slot.state.replace(state).is_none() {
             self.node_count += 1;
         }
     }
 
+    /// Of the nodes holding a sample of `metric_id`: how many hold one taken before `cutoff`
+    /// (counting stops once it passes `enough`), and how many there are. Costs the number of
+    /// distinct sample times before `cutoff`, not the number of nodes.
+    pub fn samples_before(
+        &self,
+        metric_id: usize,
+        cutoff: UnixMillis,
+        enough: usize,
+    ) -> (usize, usize) {
+        let Some(times) = self.sample_times.get(metric_id) else { return (0, 0) };
+        let mut older = 0;
+        for (_, count) in times.by_time.range(..cutoff) {
+            older += *count as usize;
+            if older > enough {
+                break;
+            }
+        }
+        (older, times.nodes)
+    }
+
     pub fn remove_node(&mut self, name: &str) -> bool {
         let Some(slot) = self.slots.get_mut(name) else { return false };
+        if let Some(state) = &slot.state {
+            for (id, sample) in state.samples.iter().enumerate() {
+                if let Some(sample) = sample {
+                    self.sample_times[id].remove(sample.at);
+                }
+            }
+        }
         let removed = slot.state.take().is_some();
         if slot.loads_newest_first.is_empty() {
             self.slots.remove(name);
@@ -154,6 +224,7 @@ impl Snapshot {
             !slot.loads_newest_first.is_empty()
         });
         self.node_count = 0;
+        self.sample_times.iter_mut().for_each(|times| *times = SampleTimes::default());
     }
 
     /// Everything the request path needs about `name`, in one lookup.

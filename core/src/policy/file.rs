@@ -28,6 +28,7 @@ struct PolicyFile {
     anti_colocation: Option<Vec<AntiColocationFile>>,
     node_mapping: Option<NodeMappingFile>,
     extender: Option<ExtenderFile>,
+    rounding: Option<RoundingFile>,
 }
 
 /// The policy's text, for pointing an error at the line of a field.
@@ -45,6 +46,42 @@ impl Located<'_> {
             .map(|(i, _)| format!(" (line {})", i + 1))
             .unwrap_or_default();
         PolicyError(format!("{field}: {why}{line}"))
+    }
+}
+
+impl Located<'_> {
+    /// The line index of metrics[i]: the i-th line with a `name:` key (metrics are the only
+    /// section whose entries have names).
+    fn metric_line(&self, i: usize) -> Option<usize> {
+        self.0
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| {
+                !line.trim_start().starts_with('#')
+                    && line
+                        .match_indices("name:")
+                        .any(|(at, _)| at == 0 || !line.as_bytes()[at - 1].is_ascii_alphanumeric())
+            })
+            .nth(i)
+            .map(|(n, _)| n)
+    }
+
+    /// "metrics[i].`key`: `why` (line N)", N the first line of metrics[i] from its name on
+    /// that holds `key:` (the name's line when none does).
+    fn metric_error(&self, i: usize, key: &str, why: &str) -> PolicyError {
+        let field = format!("metrics[{i}].{key}");
+        let Some(start) = self.metric_line(i) else {
+            return PolicyError(format!("{field}: {why}"));
+        };
+        let last = key.rsplit('.').next().unwrap_or(key);
+        let line = self
+            .0
+            .lines()
+            .enumerate()
+            .skip(start)
+            .find(|(_, l)| l.contains(&format!("{last}:")))
+            .map_or(start, |(n, _)| n);
+        PolicyError(format!("{field}: {why} (line {})", line + 1))
     }
 }
 
@@ -97,16 +134,18 @@ pub fn parse_policy(text: &str) -> Result<Policy, PolicyError> {
         lag: ledger.lag,
         absorb_window: ledger_file.absorb_window.map(|w| w.0),
     };
+    let curve = curve(&at, file.curve)?;
     Ok(Policy {
-        metrics: metrics(&at, file.metrics, &metric_defaults)?,
-        curve: curve(&at, file.curve)?,
+        metrics: metrics(&at, file.metrics, &metric_defaults, &curve)?,
+        curve,
         combine: combine(file.combine),
         estimator: estimator(file.estimator),
-        stale: stale(&stale_file),
+        stale: stale(&at, &stale_file)?,
         ledger,
         anti_colocation: anti_colocation(&at, file.anti_colocation)?,
         node_labels: node_labels(&at, file.node_mapping)?,
         extender_score_mapping: extender_score_mapping(file.extender),
+        rounding: rounding(file.rounding),
     })
 }
 

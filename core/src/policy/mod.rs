@@ -37,6 +37,60 @@ pub struct MetricSpec {
     /// How long a placement counts toward this metric's predicted value: until the metric
     /// can show the pod (`derived_absorb_window` unless the file sets it).
     pub absorb_window: Millis,
+    /// What the query returns; only `Percent` values are clamped to 0..100 by the collector.
+    pub unit: Unit,
+    /// Multiplies the query's value into percent: 1 for percent, 100 for a ratio, `scale`,
+    /// or `100 / max` for a raw value with a capacity. Unused by `MaxOfCandidates`, which is
+    /// scale-free.
+    pub to_percent: f64,
+    pub normalize: Normalize,
+    pub direction: Direction,
+    /// This metric's own curve; `None`: the policy's.
+    pub curve: Option<Curve>,
+}
+
+/// What a metric's query returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// 0..100 (the default and the shipped recording rules).
+    Percent,
+    /// 0..1, multiplied by 100.
+    Ratio,
+    /// Anything else (bytes, bytes per second, a count): made a percent by `max` or `scale`,
+    /// or made relative by `normalize: maxOfCandidates`.
+    Raw,
+}
+
+/// How a metric's value (in percent after its unit) becomes the level the curve reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Normalize {
+    /// The value is already a share of the node (`percent`).
+    Percent,
+    /// `value ÷ the highest fresh value among this Score request's candidates × 100`: the
+    /// busiest candidate reads 100 % and an idle one 0 % (the network-traffic plugins). The
+    /// set is the candidates named in the request that the snapshot knows, whose sample is
+    /// fresh (unknown, stale and breaker-tripped ones are left out and get the stale score);
+    /// one candidate reads 100 %; a highest value of 0 reads 0 % for every candidate.
+    MaxOfCandidates,
+}
+
+/// Which way a metric's value points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// The value is usage: higher is busier (the default).
+    LowerIsBetter,
+    /// The value is headroom (available memory, free disk): the curve reads `100 − level`.
+    HigherIsBetter,
+}
+
+/// How metric and node scores are rounded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rounding {
+    /// The weighted mean rounded half away from zero (design.md §4).
+    Nearest,
+    /// Every metric's curve score and the node score truncated toward zero: Koordinator's
+    /// integer arithmetic.
+    Truncate,
 }
 
 /// The averaging window of a metric that does not name one: the 5 m of every default query.
@@ -113,6 +167,11 @@ pub struct StalePolicy {
     pub filter: StaleFilter,
     /// Curve score used for a metric without a fresh sample (and for unknown nodes).
     pub score: f64,
+    /// The fleet breaker: when more than this share of the nodes reporting a metric hold a
+    /// stale sample of it, the metric is left out for every node (no score, no filter).
+    pub breaker_share: f64,
+    /// The breaker stays closed while fewer nodes than this report the metric.
+    pub breaker_min_nodes: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -149,6 +208,7 @@ pub struct Policy {
     /// Series labels tried, in order, to find the node a series belongs to.
     pub node_labels: Vec<String>,
     pub extender_score_mapping: ScoreMapping,
+    pub rounding: Rounding,
 }
 
 /// Scrape interval and recording-rule evaluation lag of the shipped Prometheus set-up.
@@ -177,6 +237,11 @@ fn default_metric(
         max_age: auto_max_age(period),
         window: DEFAULT_METRIC_WINDOW,
         absorb_window: derived_absorb_window(DEFAULT_METRIC_WINDOW, period, DEFAULT_LAG),
+        unit: Unit::Percent,
+        to_percent: 1.0,
+        normalize: Normalize::Percent,
+        direction: Direction::LowerIsBetter,
+        curve: None,
     }
 }
 
@@ -251,7 +316,12 @@ impl Default for Policy {
             curve: Curve::WaterLevel { target: 40.0 },
             combine: Combine::OvershootDominates,
             estimator: Estimator::default(),
-            stale: StalePolicy { filter: StaleFilter::Pass, score: 50.0 },
+            stale: StalePolicy {
+                filter: StaleFilter::Pass,
+                score: 50.0,
+                breaker_share: 0.5,
+                breaker_min_nodes: 3,
+            },
             ledger: LedgerPolicy {
                 enabled: true,
                 lag: DEFAULT_LAG,
@@ -260,6 +330,7 @@ impl Default for Policy {
             anti_colocation: Vec::new(),
             node_labels: vec!["node".into(), "nodename".into(), "instance".into()],
             extender_score_mapping: ScoreMapping::Round,
+            rounding: Rounding::Nearest,
         }
     }
 }
@@ -267,6 +338,11 @@ impl Default for Policy {
 impl Policy {
     pub fn metric(&self, name: &str) -> Option<&MetricSpec> {
         self.metrics.iter().find(|m| m.name == name)
+    }
+
+    /// The curve a metric is scored with: its own, else the policy's.
+    pub fn curve_of<'a>(&'a self, metric: &'a MetricSpec) -> &'a Curve {
+        metric.curve.as_ref().unwrap_or(&self.curve)
     }
 
     /// The longest window the ledger must remember bindings for (the longest absorb

@@ -3,7 +3,9 @@
 
 use serde::Deserialize;
 
-use super::values::{ByteQuantity, CpuQuantity, Duration, MaxAge, NonNegative, Percent, Span};
+use super::values::{
+    ByteQuantity, CpuQuantity, Duration, MaxAge, NonNegative, Percent, Positive, Share, Span,
+};
 use super::{Located, PolicyError};
 use crate::policy::*;
 
@@ -29,6 +31,56 @@ pub(super) struct MetricFile {
     /// of the 5 m average): how long a new pod takes to show fully in the value.
     window: Option<Duration>,
     absorb_window: Option<Duration>,
+    unit: Option<UnitFile>,
+    /// A raw value's 100 %: `percent = value / max × 100`.
+    max: Option<Positive>,
+    /// `percent = value × scale`.
+    scale: Option<Positive>,
+    normalize: Option<NormalizeFile>,
+    direction: Option<DirectionFile>,
+    curve: Option<CurveFile>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq)]
+pub(super) enum UnitFile {
+    #[serde(rename = "percent")]
+    Percent,
+    #[serde(rename = "ratio")]
+    Ratio,
+    #[serde(rename = "bytes")]
+    Bytes,
+    #[serde(rename = "bytesPerSecond")]
+    BytesPerSecond,
+    #[serde(rename = "raw")]
+    Raw,
+}
+
+impl UnitFile {
+    fn name(self) -> &'static str {
+        match self {
+            UnitFile::Percent => "percent",
+            UnitFile::Ratio => "ratio",
+            UnitFile::Bytes => "bytes",
+            UnitFile::BytesPerSecond => "bytesPerSecond",
+            UnitFile::Raw => "raw",
+        }
+    }
+}
+
+#[derive(Deserialize, PartialEq)]
+pub(super) enum NormalizeFile {
+    #[serde(rename = "percent")]
+    Percent,
+    #[serde(rename = "maxOfCandidates")]
+    MaxOfCandidates,
+}
+
+#[derive(Deserialize)]
+pub(super) enum DirectionFile {
+    #[serde(rename = "lowerIsBetter")]
+    LowerIsBetter,
+    #[serde(rename = "higherIsBetter")]
+    HigherIsBetter,
 }
 
 /// What the metric list's defaults depend on from other sections.
@@ -51,6 +103,7 @@ pub(super) fn metrics(
     at: &Located,
     list: Option<Vec<MetricFile>>,
     defaults: &MetricDefaults,
+    policy_curve: &Curve,
 ) -> Result<Vec<MetricSpec>, PolicyError> {
     let absorb = |window: Millis, period: Millis, explicit: Option<Millis>| {
         explicit
@@ -84,13 +137,15 @@ pub(super) fn metrics(
         }
         let period = m.period.0;
         let window = m.window.map_or(DEFAULT_METRIC_WINDOW, |w| w.0);
+        let resource = match m.resource {
+            ResourceFile::Cpu => Resource::Cpu,
+            ResourceFile::Memory => Resource::Memory,
+            ResourceFile::Other => Resource::Other,
+        };
+        let scoring = scoring(at, i, &m, resource, policy_curve)?;
         metrics.push(MetricSpec {
             name: m.name,
-            resource: match m.resource {
-                ResourceFile::Cpu => Resource::Cpu,
-                ResourceFile::Memory => Resource::Memory,
-                ResourceFile::Other => Resource::Other,
-            },
+            resource,
             query: m.query,
             period,
             weight: m.weight.0,
@@ -98,12 +153,124 @@ pub(super) fn metrics(
             max_age: max_age(m.max_age.unwrap_or(defaults.max_age), period),
             window,
             absorb_window: absorb(window, period, m.absorb_window.map(|w| w.0)),
+            unit: scoring.unit,
+            to_percent: scoring.to_percent,
+            normalize: scoring.normalize,
+            direction: scoring.direction,
+            curve: scoring.curve,
         });
     }
     if metrics.iter().map(|m| m.weight).sum::<f64>() <= 0.0 {
         return Err(at.error("metrics[].weight", "the weights must not all be zero", "weight", 0));
     }
     Ok(metrics)
+}
+
+/// How one metric is scored: unit, normalisation, direction and curve, checked together.
+struct Scoring {
+    unit: Unit,
+    to_percent: f64,
+    normalize: Normalize,
+    direction: Direction,
+    curve: Option<Curve>,
+}
+
+fn scoring(
+    at: &Located,
+    i: usize,
+    m: &MetricFile,
+    resource: Resource,
+    policy_curve: &Curve,
+) -> Result<Scoring, PolicyError> {
+    let unit_file = m.unit.unwrap_or(UnitFile::Percent);
+    let relative = m.normalize == Some(NormalizeFile::MaxOfCandidates);
+    let err = |key: &str, why: &str| at.metric_error(i, key, why);
+    if m.max.is_some() && m.scale.is_some() {
+        return Err(err("scale", "give max or scale, not both"));
+    }
+    let unit = match unit_file {
+        UnitFile::Percent => Unit::Percent,
+        UnitFile::Ratio => Unit::Ratio,
+        UnitFile::Bytes | UnitFile::BytesPerSecond | UnitFile::Raw => Unit::Raw,
+    };
+    let to_percent = match (unit, m.max, m.scale) {
+        (Unit::Percent | Unit::Ratio, Some(_), _) | (Unit::Percent | Unit::Ratio, _, Some(_)) => {
+            let key = if m.max.is_some() { "max" } else { "scale" };
+            let why = format!(
+                "a {} value has a fixed scale; max and scale are for raw units (bytes, bytesPerSecond, raw)",
+                unit_file.name()
+            );
+            return Err(err(key, &why));
+        }
+        (Unit::Percent, None, None) => 1.0,
+        (Unit::Ratio, None, None) => 100.0,
+        (Unit::Raw, _, _) if relative => {
+            if m.max.is_some() || m.scale.is_some() {
+                let key = if m.max.is_some() { "max" } else { "scale" };
+                let why = "maxOfCandidates divides by the highest candidate, so a max or scale would cancel out";
+                return Err(err(key, why));
+            }
+            1.0
+        }
+        (Unit::Raw, Some(max), None) => 100.0 / max.0,
+        (Unit::Raw, None, Some(scale)) => scale.0,
+        (Unit::Raw, None, None) => {
+            let why = format!(
+                "a {} value needs max (its 100 %) or scale (its factor to percent), or normalize: maxOfCandidates",
+                unit_file.name()
+            );
+            return Err(err("unit", &why));
+        }
+        (Unit::Raw, Some(_), Some(_)) => unreachable!("rejected above"),
+    };
+    if relative && resource != Resource::Other {
+        let why = "a maxOfCandidates value is relative to the other candidates, not a share of this node's capacity, so no ledger or pod estimate can be added to it: use resource: other";
+        return Err(err("resource", why));
+    }
+    if relative && m.filter_above.is_some() {
+        let why = "filterAbove on a maxOfCandidates metric would reject the busiest candidate whatever its load";
+        return Err(err("filterAbove", why));
+    }
+    let curve = match &m.curve {
+        None => None,
+        Some(file) => {
+            if matches!(policy_curve, Curve::Crane { .. }) {
+                let why = "the policy's crane curve scores every metric the Crane way; per-metric curves need a waterLevel or leastUsed policy curve";
+                return Err(err("curve", why));
+            }
+            match file.kind {
+                CurveKind::Crane => {
+                    let why = "crane is a whole-node mode (hot value, stale metrics fully used): set it as the policy's curve";
+                    return Err(err("curve.kind", why));
+                }
+                CurveKind::LeastUsed if file.target.is_some() => {
+                    return Err(err("curve.target", "only the waterLevel curve has a target"));
+                }
+                _ if file.hot_value.is_some() => {
+                    return Err(err("curve.hotValue", "only the crane curve has a hot value"));
+                }
+                CurveKind::LeastUsed => Some(Curve::LeastUsed),
+                CurveKind::WaterLevel => {
+                    let target = file.target.map_or(40.0, |t| t.0);
+                    if target <= 0.0 || target >= 100.0 {
+                        let why = format!("{target} must be strictly between 0 and 100");
+                        return Err(err("curve.target", &why));
+                    }
+                    Some(Curve::WaterLevel { target })
+                }
+            }
+        }
+    };
+    Ok(Scoring {
+        unit,
+        to_percent,
+        normalize: if relative { Normalize::MaxOfCandidates } else { Normalize::Percent },
+        direction: match m.direction {
+            None | Some(DirectionFile::LowerIsBetter) => Direction::LowerIsBetter,
+            Some(DirectionFile::HigherIsBetter) => Direction::HigherIsBetter,
+        },
+        curve,
+    })
 }
 
 #[derive(Deserialize)]
@@ -220,16 +387,26 @@ pub(super) struct StaleFile {
     pub max_age: Option<MaxAge>,
     filter: Option<StaleFilterFile>,
     score: Option<Percent>,
+    breaker_share: Option<Share>,
+    breaker_min_nodes: Option<usize>,
 }
 
-pub(super) fn stale(file: &StaleFile) -> StalePolicy {
-    StalePolicy {
+pub(super) fn stale(at: &Located, file: &StaleFile) -> Result<StalePolicy, PolicyError> {
+    let defaults = Policy::default().stale;
+    let breaker_min_nodes = file.breaker_min_nodes.unwrap_or(defaults.breaker_min_nodes);
+    if breaker_min_nodes == 0 {
+        let why = "must be at least 1 (a breaker over no nodes has nothing to measure)";
+        return Err(at.error("stale.breakerMinNodes", why, "breakerMinNodes", 0));
+    }
+    Ok(StalePolicy {
         filter: match file.filter {
             None | Some(StaleFilterFile::Pass) => StaleFilter::Pass,
             Some(StaleFilterFile::Reject) => StaleFilter::Reject,
         },
-        score: file.score.map_or(Policy::default().stale.score, |p| p.0),
-    }
+        score: file.score.map_or(defaults.score, |p| p.0),
+        breaker_share: file.breaker_share.map_or(defaults.breaker_share, |s| s.0),
+        breaker_min_nodes,
+    })
 }
 
 #[derive(Deserialize, Default)]
@@ -308,5 +485,20 @@ pub(super) fn extender_score_mapping(file: Option<ExtenderFile>) -> ScoreMapping
     match file.and_then(|e| e.score_mapping) {
         None | Some(ScoreMappingFile::Round) => ScoreMapping::Round,
         Some(ScoreMappingFile::Rescale) => ScoreMapping::Rescale,
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) enum RoundingFile {
+    #[serde(rename = "nearest")]
+    Nearest,
+    #[serde(rename = "truncate")]
+    Truncate,
+}
+
+pub(super) fn rounding(file: Option<RoundingFile>) -> Rounding {
+    match file {
+        None | Some(RoundingFile::Nearest) => Rounding::Nearest,
+        Some(RoundingFile::Truncate) => Rounding::Truncate,
     }
 }

@@ -167,3 +167,126 @@ fn combine_defaults_to_overshoot_dominates_and_names_a_bad_value() {
     let err = parse_policy("curve: {kind: leastUsed}\ncombine: average\n").unwrap_err().0;
     assert!(err.contains("combine") && err.contains("average") && err.contains("line 2"), "{err}");
 }
+
+fn metric_error(line: &str) -> String {
+    let text = format!(
+        "curve: {{kind: waterLevel, target: 40}}\nmetrics:\n  - {{name: ok, resource: cpu, query: q, period: 30s, weight: 1}}\n{line}\n"
+    );
+    parse_policy(&text).unwrap_err().0
+}
+
+#[test]
+fn per_metric_scoring_keys_parse_with_their_defaults() {
+    let policy = parse_policy(
+        "metrics:
+  - {name: cpu, resource: cpu, query: q, period: 30s, weight: 1}
+  - name: net
+    resource: other
+    query: q
+    period: 30s
+    weight: 1
+    unit: bytesPerSecond
+    normalize: maxOfCandidates
+    curve: {kind: leastUsed}
+  - {name: disk_free, resource: other, query: q, period: 1m, weight: 1, unit: ratio, direction: higherIsBetter}
+  - {name: bw, resource: other, query: q, period: 30s, weight: 1, unit: bytesPerSecond, max: 1.25e9}
+  - {name: io, resource: other, query: q, period: 30s, weight: 1, unit: raw, scale: 2, curve: {kind: waterLevel, target: 30}}
+rounding: truncate
+stale: {breakerShare: 0.4, breakerMinNodes: 5}
+",
+    )
+    .unwrap();
+    let m = &policy.metrics;
+    assert_eq!(
+        (m[0].unit, m[0].to_percent, m[0].normalize, m[0].direction, &m[0].curve),
+        (Unit::Percent, 1.0, Normalize::Percent, Direction::LowerIsBetter, &None)
+    );
+    assert_eq!((m[1].unit, m[1].normalize), (Unit::Raw, Normalize::MaxOfCandidates));
+    assert_eq!(m[1].curve, Some(Curve::LeastUsed));
+    assert_eq!(
+        (m[2].unit, m[2].to_percent, m[2].direction),
+        (Unit::Ratio, 100.0, Direction::HigherIsBetter)
+    );
+    assert_eq!(m[3].to_percent, 100.0 / 1.25e9);
+    assert_eq!((m[4].to_percent, &m[4].curve), (2.0, &Some(Curve::WaterLevel { target: 30.0 })));
+    assert_eq!(policy.curve_of(&m[4]), &Curve::WaterLevel { target: 30.0 });
+    assert_eq!(policy.curve_of(&m[0]), &Curve::WaterLevel { target: 40.0 });
+    assert_eq!(policy.rounding, Rounding::Truncate);
+    assert_eq!((policy.stale.breaker_share, policy.stale.breaker_min_nodes), (0.4, 5));
+    let defaults = Policy::default();
+    assert_eq!((defaults.stale.breaker_share, defaults.stale.breaker_min_nodes), (0.5, 3));
+    assert_eq!(defaults.rounding, Rounding::Nearest);
+}
+
+#[test]
+fn per_metric_scoring_errors_name_the_field_and_line() {
+    let cases = [
+        (
+            "  - {name: net, resource: other, query: q, period: 30s, weight: 1, unit: bytesPerSecond}",
+            "metrics[1].unit: a bytesPerSecond value needs max",
+        ),
+        (
+            "  - {name: r, resource: other, query: q, period: 30s, weight: 1, unit: ratio, max: 1}",
+            "metrics[1].max: a ratio value has a fixed scale",
+        ),
+        (
+            "  - {name: b, resource: other, query: q, period: 30s, weight: 1, unit: raw, max: 1, scale: 2}",
+            "metrics[1].scale: give max or scale, not both",
+        ),
+        (
+            "  - {name: n, resource: cpu, query: q, period: 30s, weight: 1, normalize: maxOfCandidates}",
+            "metrics[1].resource: a maxOfCandidates value is relative",
+        ),
+        (
+            "  - {name: n, resource: other, query: q, period: 30s, weight: 1, normalize: maxOfCandidates, filterAbove: 50}",
+            "metrics[1].filterAbove: filterAbove on a maxOfCandidates metric",
+        ),
+        (
+            "  - {name: n, resource: other, query: q, period: 30s, weight: 1, unit: raw, normalize: maxOfCandidates, max: 5}",
+            "metrics[1].max: maxOfCandidates divides",
+        ),
+        (
+            "  - {name: c, resource: other, query: q, period: 30s, weight: 1, curve: {kind: crane}}",
+            "metrics[1].curve.kind: crane is a whole-node mode",
+        ),
+        (
+            "  - {name: c, resource: other, query: q, period: 30s, weight: 1, curve: {kind: leastUsed, target: 20}}",
+            "metrics[1].curve.target: only the waterLevel curve has a target",
+        ),
+        (
+            "  - {name: c, resource: other, query: q, period: 30s, weight: 1, curve: {kind: waterLevel, target: 100}}",
+            "metrics[1].curve.target: 100 must be strictly between 0 and 100",
+        ),
+    ];
+    for (line, want) in cases {
+        let err = metric_error(line);
+        assert!(err.contains(want) && err.ends_with("(line 4)"), "{line}\n→ {err}");
+    }
+    // Block style: the line of the key, not of the metric's name.
+    let err = parse_policy(
+        "metrics:\n  - name: net\n    resource: other\n    query: q\n    period: 30s\n    weight: 1\n    unit: bytes\n",
+    )
+    .unwrap_err()
+    .0;
+    assert!(err.starts_with("metrics[0].unit:") && err.ends_with("(line 7)"), "{err}");
+    // Values checked while deserializing carry serde's path and line.
+    let err = metric_error(
+        "  - {name: n, resource: other, query: q, period: 30s, weight: 1, normalize: relative}",
+    );
+    assert!(err.contains("metrics[1].normalize") && err.contains("line 4"), "{err}");
+    let err = metric_error(
+        "  - {name: n, resource: other, query: q, period: 30s, weight: 1, unit: raw, max: -3}",
+    );
+    assert!(err.contains("metrics[1].max") && err.contains("> 0"), "{err}");
+    let err = parse_policy("curve: {kind: crane}\nmetrics:\n  - {name: c, resource: other, query: q, period: 30s, weight: 1, curve: {kind: leastUsed}}\n").unwrap_err().0;
+    assert!(
+        err.starts_with("metrics[0].curve: the policy's crane curve") && err.ends_with("(line 3)"),
+        "{err}"
+    );
+    let err = parse_policy("stale:\n  breakerShare: 1.5\n").unwrap_err().0;
+    assert!(err.contains("stale.breakerShare") && err.contains("line 2"), "{err}");
+    let err = parse_policy("stale:\n  breakerMinNodes: 0\n").unwrap_err().0;
+    assert!(err.contains("stale.breakerMinNodes") && err.contains("line 2"), "{err}");
+    let err = parse_policy("rounding: down\n").unwrap_err().0;
+    assert!(err.contains("rounding") && err.contains("line 1"), "{err}");
+}

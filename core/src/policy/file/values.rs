@@ -34,6 +34,34 @@ impl<'de> Deserialize<'de> for NonNegative {
     }
 }
 
+/// A finite number > 0.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Positive(pub f64);
+
+impl<'de> Deserialize<'de> for Positive {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if !v.is_finite() || v <= 0.0 {
+            return Err(D::Error::custom(format!("{v} must be a finite number > 0")));
+        }
+        Ok(Positive(v))
+    }
+}
+
+/// A share 0..=1.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Share(pub f64);
+
+impl<'de> Deserialize<'de> for Share {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        if !(0.0..=1.0).contains(&v) {
+            return Err(D::Error::custom(format!("{v} is not a share between 0 and 1")));
+        }
+        Ok(Share(v))
+    }
+}
+
 /// A positive duration such as `30s`.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Duration(pub Millis);
