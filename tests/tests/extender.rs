@@ -406,14 +406,18 @@ async fn filter_in_both_node_modes() -> Result<()> {
     assert_eq!(status, 200, "{text}");
     // Go's field order and explicit nulls, on the raw text.
     assert!(text.starts_with(r#"{"Nodes":null,"NodeNames":["#), "{text}");
-    assert!(text.ends_with(r#","FailedAndUnresolvableNodes":null,"Error":""}"#), "{text}");
+    // Load rejections are unresolvable (preemption cannot lower the load): every dropped
+    // node is in FailedAndUnresolvableNodes, none in FailedNodes.
+    assert!(text.contains(r#","FailedNodes":{},"FailedAndUnresolvableNodes":{"#), "{text}");
+    assert!(text.ends_with(r#"},"Error":""}"#), "{text}");
     let answer: Value = serde_json::from_str(&text)?;
     assert_eq!(answer["Nodes"], Value::Null);
-    assert_eq!(answer["FailedAndUnresolvableNodes"], Value::Null);
+    assert_eq!(answer["FailedNodes"], json!({}));
     assert_eq!(answer["Error"], "");
     let passed: Vec<String> = serde_json::from_value(answer["NodeNames"].clone())?;
     assert_eq!(passed, direct.feasible_nodes);
-    let failed: BTreeMap<String, String> = serde_json::from_value(answer["FailedNodes"].clone())?;
+    let failed: BTreeMap<String, String> =
+        serde_json::from_value(answer["FailedAndUnresolvableNodes"].clone())?;
     let rejected: std::collections::BTreeSet<&String> = direct.rejected.keys().collect();
     assert_eq!(failed.keys().collect::<std::collections::BTreeSet<_>>(), rejected);
     for (node, reason) in &failed {
@@ -428,8 +432,9 @@ async fn filter_in_both_node_modes() -> Result<()> {
     let want: Vec<Value> = direct.feasible_nodes.iter().map(|n| node_object(n)).collect();
     assert_eq!(items, &want);
     let failed_list: BTreeMap<String, String> =
-        serde_json::from_value(answer["FailedNodes"].clone())?;
+        serde_json::from_value(answer["FailedAndUnresolvableNodes"].clone())?;
     assert_eq!(failed_list, failed);
+    assert_eq!(answer["FailedNodes"], json!({}));
     Ok(())
 }
 
@@ -485,7 +490,7 @@ async fn other_schedulers_and_a_dead_scorer_get_neutral_answers() -> Result<()> 
     let answer = stack.post_ok("prioritize", names_args(&pod_json(), &candidates)).await?;
     assert!(host_scores(&answer).iter().any(|(_, s)| *s != 0));
     let answer = stack.post_ok("filter", names_args(&pod_json(), &candidates)).await?;
-    assert_ne!(answer["FailedNodes"], json!({}));
+    assert_ne!(answer["FailedAndUnresolvableNodes"], Value::Null);
 
     // ...and answered neutrally once it is gone.
     stack.scorer.kill();
