@@ -3,21 +3,29 @@
 // the policy all live in the scorer (waterline.v1.ScorerService).
 //
 // The scheduler calls Filter and Score once per node, concurrently. A remote call per node
-// would cost hundreds of RPCs per pod, so the plugin makes one batched RPC per phase and
-// hands the answer to the per-node calls through CycleState:
+// would cost hundreds of RPCs per pod, so the plugin makes **one** blocking call per
+// scheduling cycle, an Evaluate on its Session stream (session.go), and hands the answer to
+// the per-node calls through CycleState:
 //
-//	PreFilter  -> Filter RPC, all_nodes       -> feasible set + reasons in CycleState
+//	PreFilter  -> Evaluate on the stream, waited for -> feasible set, reasons and scores in CycleState
 //	Filter     -> lookup                       (per node, no I/O)
-//	PreScore   -> Score RPC with feasible nodes -> scores in CycleState
+//	PreScore   -> nothing                      (the scores came with the Evaluate)
 //	Score      -> lookup                       (per node, no I/O)
-//	Reserve    -> Reserve RPC   (the ledger sees the placement when it is decided)
-//	Unreserve  -> Unreserve RPC (the placement was abandoned)
+//	Reserve    -> Reserve written to the stream, not waited for (the ledger sees the
+//	              placement before the next pod's Evaluate: the stream keeps the order)
+//	Unreserve  -> Unreserve written to the stream (the placement was abandoned)
+//
+// A scorer that answers Session with UNIMPLEMENTED (older than the Session contract) is
+// asked with the unary RPCs instead: Filter (all_nodes) at PreFilter, Score at PreScore,
+// Reserve and Unreserve, each waited for.
 package waterline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -57,9 +65,14 @@ type Waterline struct {
 	timeout  time.Duration
 	failOpen bool
 	// failureLog throttles the error line written when an RPC fails: with the scorer down
-	// every pod fails twice, and hundreds of identical lines a second would drown the
+	// every pod fails, and hundreds of identical lines a second would drown the
 	// scheduler's own logs. The counters still count every failure.
 	failureLog *rate.Sometimes
+	// session is the one Session stream, opened on first use.
+	session *session
+	// roundTrips counts the calls the scheduler waited on the scorer for: an Evaluate on
+	// the stream, or a unary RPC. Reserves written to the stream do not count.
+	roundTrips atomic.Int64
 }
 
 var (
@@ -95,12 +108,14 @@ func newPlugin(ctx context.Context, obj runtime.Object, dialOpts ...grpc.DialOpt
 	registerMetrics()
 	klog.FromContext(ctx).Info("Waterline plugin connecting to scorer",
 		"endpoint", cfg.endpoint, "timeout", cfg.timeout, "failOpen", cfg.failOpen, "tls", cfg.tls != nil)
-	return &Waterline{
+	pl := &Waterline{
 		client:     waterlinev1.NewScorerServiceClient(conn),
 		timeout:    cfg.timeout,
 		failOpen:   cfg.failOpen,
 		failureLog: &rate.Sometimes{Interval: 10 * time.Second},
-	}, nil
+	}
+	pl.session = newSession(ctx, pl.client, &pl.roundTrips, pl.replayUnary)
+	return pl, nil
 }
 
 // Name implements fwk.Plugin.
@@ -143,9 +158,25 @@ func (s *filterState) withEvicted(pod *v1.Pod, evicted bool) *filterState {
 
 func (s *filterState) Clone() fwk.StateData { return s }
 
-// scoreState is the Score RPC's answer for one cycle (read-only after PreScore).
+// scoreState is one cycle's scores (read-only once written): the Evaluate's answer, written
+// by PreFilter, or the Score RPC's, written by PreScore (unary fallback). Empty after a
+// failed call with failOpen: every node gets NeutralScore.
 type scoreState struct {
+	// evaluation is the Evaluate's answer (by node table index).
+	evaluation *evaluation
+	// scores is the Score RPC's answer.
 	scores map[string]int64
+}
+
+// score is the node's score in this cycle.
+func (s *scoreState) score(node string) int64 {
+	if s.evaluation != nil {
+		return s.evaluation.score(node)
+	}
+	if score, found := s.scores[node]; found {
+		return score
+	}
+	return NeutralScore
 }
 
 func (s *scoreState) Clone() fwk.StateData { return s }
@@ -157,12 +188,44 @@ type podInfoState struct {
 
 func (s *podInfoState) Clone() fwk.StateData { return s }
 
-// PreFilter asks the scorer about every node in one Filter RPC and narrows the cycle to the
-// feasible ones. The request sets all_nodes instead of listing the nodes: the scorer judges
-// every node it knows and answers with the rejected ones only, so a 5,000-node cluster costs
-// a few names on the wire instead of 5,000 each way. A node the scorer does not know is
-// never rejected, exactly as if it had been named.
+// PreFilter makes the cycle's one call: an Evaluate on the Session stream, which judges and
+// scores every node of the scorer's snapshot for the pod (no names sent: the answer refers
+// to the scorer's node table, which crosses the stream once per generation). It narrows the
+// cycle to the feasible nodes and keeps the scores in CycleState for Score. A node the
+// scorer does not know is never rejected and scores the answer's unknown_node_score.
 func (pl *Waterline) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
+	defer cancel()
+	start := time.Now()
+	ev, err := pl.session.evaluate(rpcCtx, pl.podInfo(state, pod))
+	if errors.Is(err, errSessionUnsupported) {
+		return pl.preFilterUnary(ctx, state, pod, nodes)
+	}
+	rpcDuration.WithLabelValues("Evaluate").Observe(time.Since(start).Seconds())
+	if err != nil {
+		if pl.failOpen {
+			pl.recordFailOpen(ctx, "Evaluate", pod, err)
+			// No scores: Score answers NeutralScore for every node (and PreScore must not
+			// call out). Skipping the plugin's Filter lets every node pass.
+			state.Write(scoreStateKey, &scoreState{})
+			return nil, fwk.NewStatus(fwk.Skip)
+		}
+		countError("Evaluate", err)
+		return nil, fwk.AsStatus(fmt.Errorf("waterline Evaluate: %w", err))
+	}
+	state.Write(scoreStateKey, &scoreState{evaluation: ev})
+	if isDaemonSetPod(pod) {
+		// Scored (and reserved) like any pod, but never filtered: a node's own agents must
+		// land whatever its load. Skip also turns off this plugin's Filter for the cycle.
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return pl.narrow(ctx, state, pod, nodes, ev.rejected)
+}
+
+// preFilterUnary is PreFilter against a scorer without Session: one Filter RPC with
+// all_nodes (the scorer judges every node it knows and answers with the rejected ones only);
+// PreScore then asks for the scores.
+func (pl *Waterline) preFilterUnary(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if isDaemonSetPod(pod) {
 		// Skip also turns off this plugin's Filter for the cycle.
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -170,6 +233,7 @@ func (pl *Waterline) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
 	defer cancel()
 	start := time.Now()
+	pl.roundTrips.Add(1)
 	resp, err := pl.client.Filter(rpcCtx, &waterlinev1.FilterRequest{Pod: pl.podInfo(state, pod), AllNodes: true})
 	rpcDuration.WithLabelValues("Filter").Observe(time.Since(start).Seconds())
 	if err != nil {
@@ -181,8 +245,12 @@ func (pl *Waterline) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		countError("Filter", err)
 		return nil, fwk.AsStatus(fmt.Errorf("waterline Filter RPC: %w", err))
 	}
+	return pl.narrow(ctx, state, pod, nodes, resp.GetRejected())
+}
 
-	rejected := resp.GetRejected()
+// narrow keeps the scorer's rejections in CycleState for Filter and returns the cycle's
+// nodes the scorer did not reject (for its load).
+func (pl *Waterline) narrow(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, rejected map[string]string) (*fwk.PreFilterResult, *fwk.Status) {
 	state.Write(filterStateKey, &filterState{rejected: rejected})
 	if len(rejected) == 0 {
 		// Everything fits: nil means "all nodes", which spares the framework a set of them.
@@ -263,12 +331,17 @@ func (pl *Waterline) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 	return nil
 }
 
-// PreScore sends the feasible nodes to the scorer in one Score RPC.
+// PreScore has nothing to do when PreFilter's Evaluate brought the scores (or failed open).
+// Against a scorer without Session it sends the feasible nodes in one Score RPC.
 func (pl *Waterline) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	if _, ok := readState[*scoreState](state, scoreStateKey); ok {
+		return nil
+	}
 	rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
 	defer cancel()
 	start := time.Now()
 	names := nodeNames(nodes)
+	pl.roundTrips.Add(1)
 	// scores_only: the answer is one bare score per name in this order, so neither side
 	// encodes, decodes or allocates the names a second time (5,000 per pod at 5,000 nodes).
 	resp, err := pl.client.Score(rpcCtx, &waterlinev1.ScoreRequest{Pod: pl.podInfo(state, pod), NodeNames: names, ScoresOnly: true})
@@ -298,16 +371,13 @@ func (pl *Waterline) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	return nil
 }
 
-// Score returns the node's score from PreScore's RPC.
+// Score returns the node's score from PreFilter's Evaluate (or PreScore's Score RPC).
 func (pl *Waterline) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	s, ok := readState[*scoreState](state, scoreStateKey)
 	if !ok {
 		return NeutralScore, nil
 	}
-	if score, found := s.scores[nodeInfo.Node().Name]; found {
-		return score, nil
-	}
-	return NeutralScore, nil
+	return s.score(nodeInfo.Node().Name), nil
 }
 
 // ScoreExtensions implements fwk.ScorePlugin.
@@ -324,13 +394,20 @@ func (pl *Waterline) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.P
 }
 
 // Reserve tells the scorer (and through it the collector's ledger) where the pod goes, at
-// the moment the scheduler decides and before the bind. The next pod's Filter and Score
-// then already count this one, even though no metric shows it yet.
+// the moment the scheduler decides and before the bind. The next pod's Evaluate then
+// already counts this one, even though no metric shows it yet. On the Session stream the
+// Reserve is written and not waited for: the scorer reads it before the next Evaluate, and
+// it is kept until acknowledged (replayed on a reopened stream), so it never fails the cycle.
 func (pl *Waterline) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	info := pl.podInfo(state, pod)
+	if pl.session.reserve(info, nodeName) {
+		return nil
+	}
 	rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
 	defer cancel()
 	start := time.Now()
-	_, err := pl.client.Reserve(rpcCtx, &waterlinev1.ReserveRequest{Pod: pl.podInfo(state, pod), NodeName: nodeName})
+	pl.roundTrips.Add(1)
+	_, err := pl.client.Reserve(rpcCtx, &waterlinev1.ReserveRequest{Pod: info, NodeName: nodeName})
 	rpcDuration.WithLabelValues("Reserve").Observe(time.Since(start).Seconds())
 	if err != nil {
 		if pl.failOpen {
@@ -346,18 +423,47 @@ func (pl *Waterline) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.
 
 // Unreserve withdraws the placement after a later phase (Permit, PreBind, Bind) failed.
 func (pl *Waterline) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	info := pl.podInfo(state, pod)
+	if pl.session.unreserve(info, nodeName) {
+		return
+	}
+	pl.unaryUnreserve(ctx, info, nodeName)
+}
+
+func (pl *Waterline) unaryUnreserve(ctx context.Context, info *waterlinev1.PodInfo, nodeName string) {
 	// Unreserve often runs because the cycle or binding was cancelled; the ledger must still
 	// drop the entry, so the RPC gets its own deadline instead of inheriting the cancellation.
 	rpcCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pl.timeout)
 	defer cancel()
 	start := time.Now()
-	_, err := pl.client.Unreserve(rpcCtx, &waterlinev1.UnreserveRequest{Pod: pl.podInfo(state, pod), NodeName: nodeName})
+	_, err := pl.client.Unreserve(rpcCtx, &waterlinev1.UnreserveRequest{Pod: info, NodeName: nodeName})
 	rpcDuration.WithLabelValues("Unreserve").Observe(time.Since(start).Seconds())
 	if err != nil {
 		// Nothing to fall back to; the entry ages out of the ledger, and the pod watch
 		// removes it when the pod is deleted or bound elsewhere.
 		countError("Unreserve", err)
-		klog.FromContext(ctx).Error(err, "Waterline Unreserve RPC failed", "pod", klog.KObj(pod), "node", nodeName)
+		klog.FromContext(ctx).Error(err, "Waterline Unreserve RPC failed", "pod", klog.KRef(info.GetNamespace(), info.GetName()), "node", nodeName)
+	}
+}
+
+// replayUnary sends, in order and with the unary RPCs, the Reserves and Unreserves written
+// to a stream that the scorer then answered with UNIMPLEMENTED.
+func (pl *Waterline) replayUnary(ops []pendingOp) {
+	ctx := pl.session.ctx
+	for _, op := range ops {
+		rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
+		var err error
+		switch m := op.msg.GetMessage().(type) {
+		case *waterlinev1.SessionRequest_Reserve:
+			_, err = pl.client.Reserve(rpcCtx, &waterlinev1.ReserveRequest{Pod: m.Reserve.GetPod(), NodeName: m.Reserve.GetNodeName()})
+		case *waterlinev1.SessionRequest_Unreserve:
+			_, err = pl.client.Unreserve(rpcCtx, &waterlinev1.UnreserveRequest{Pod: m.Unreserve.GetPod(), NodeName: m.Unreserve.GetNodeName()})
+		}
+		cancel()
+		if err != nil {
+			countError(op.rpc, err)
+			klog.FromContext(ctx).V(4).Info("Waterline replay of a session message over the unary RPC failed", "rpc", op.rpc, "err", err)
+		}
 	}
 }
 
