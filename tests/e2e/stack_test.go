@@ -345,9 +345,15 @@ type policySpec struct {
 	Ledger       bool
 	ScoreMapping string // round | rescale
 	ExtraYAML    string
+	// Raw: a whole policy file used as written (e.g. deploy/policy/policy.yaml); the
+	// fields above are then ignored.
+	Raw string
 }
 
 func (ps policySpec) YAML() string {
+	if ps.Raw != "" {
+		return ps.Raw
+	}
 	var b strings.Builder
 	b.WriteString("metrics:\n")
 	for _, m := range ps.Metrics {
