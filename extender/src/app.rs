@@ -11,6 +11,7 @@ use waterline_runtime::{https, logging, shutdown_signal};
 
 use crate::args::Args;
 use crate::bind::Binder;
+use crate::cache::ScoreCache;
 use crate::http::{normalize_prefix, router};
 use crate::metrics::Metrics;
 use crate::scorer::ScorerClient;
@@ -52,6 +53,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         policy,
         metrics,
         binder,
+        cache: ScoreCache::new(args.score_cache_ttl, args.score_cache_size),
     });
 
     tokio::spawn(admin.clone().serve(args.admin_addr, shutdown_signal()));

@@ -70,6 +70,17 @@ pub struct Args {
     #[arg(long, env = "WATERLINE_ENABLE_BIND")]
     pub enable_bind: bool,
 
+    /// How long filter's scores wait for the same pod's prioritize (answered from them
+    /// instead of a second scorer call). A cycle takes milliseconds; older entries are from
+    /// an earlier attempt.
+    #[arg(long, default_value = "30s", value_parser = parse_std_duration, env = "WATERLINE_SCORE_CACHE_TTL")]
+    pub score_cache_ttl: Duration,
+
+    /// Most pods whose filter scores are kept for prioritize (0: no cache, prioritize calls
+    /// Score).
+    #[arg(long, default_value_t = 10_000, env = "WATERLINE_SCORE_CACHE_SIZE")]
+    pub score_cache_size: usize,
+
     #[command(flatten)]
     pub common: CommonArgs,
 }

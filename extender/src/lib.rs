@@ -22,6 +22,7 @@
 mod app;
 mod args;
 pub mod bind;
+pub mod cache;
 pub mod http;
 pub mod mapping;
 pub mod metrics;

@@ -1,6 +1,6 @@
 //! The extender's metrics, registered once and shared by the layers that count: the HTTP
 //! plumbing (per verb), the scorer client (per RPC, and the neutral fallbacks) and the verbs
-//! (gated pods).
+//! (gated pods, score-cache hits and misses).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -19,6 +19,13 @@ pub struct VerbLabels {
     pub verb: String,
 }
 
+/// `result` is `hit` or `miss`; a miss's `reason` is `absent`, `expired` or `incomplete`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    pub result: String,
+    pub reason: String,
+}
+
 /// Every metric of the extender. Clones share the same series.
 #[derive(Clone)]
 pub struct Metrics {
@@ -30,6 +37,8 @@ pub struct Metrics {
     pub fallbacks: Family<FallbackLabels, Counter>,
     /// Neutral answers for pods of other schedulers.
     pub gated: Family<VerbLabels, Counter>,
+    /// Prioritize answered from filter's cached scores (`hit`) or with a Score call (`miss`).
+    pub score_cache: Family<CacheLabels, Counter>,
 }
 
 impl Metrics {
@@ -39,6 +48,7 @@ impl Metrics {
             scorer: RpcMetrics::register(registry, "waterline_extender_scorer", "scorer RPC"),
             fallbacks: Family::default(),
             gated: Family::default(),
+            score_cache: Family::default(),
         };
         registry.register(
             "waterline_extender_fallbacks",
@@ -49,6 +59,11 @@ impl Metrics {
             "waterline_extender_gated",
             "Neutral answers for pods whose schedulerName is not in --scheduler-names",
             metrics.gated.clone(),
+        );
+        registry.register(
+            "waterline_extender_score_cache",
+            "Prioritize calls answered from filter's Evaluate (hit) or with a Score call (miss)",
+            metrics.score_cache.clone(),
         );
         metrics
     }

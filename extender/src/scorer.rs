@@ -5,10 +5,12 @@
 //! or of the extender protocol.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use tokio::time::Instant;
 use tonic::transport::Channel;
 use waterline_api::v1 as pb;
 use waterline_api::v1::scorer_service_client::ScorerServiceClient;
@@ -40,6 +42,20 @@ impl ScorerFailure {
     }
 }
 
+/// How long a scorer that answered `Evaluate` with UNIMPLEMENTED (one older than the RPC)
+/// is called with Filter instead before Evaluate is tried again (it may have been upgraded).
+pub const EVALUATE_RETRY: Duration = Duration::from_secs(300);
+
+/// Filter's answer, and the feasible nodes' scores when the scorer could give them in the
+/// same call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Evaluated {
+    /// Rejected node → reason.
+    pub rejected: HashMap<String, String>,
+    /// Feasible node → score 0..100; `None` from a scorer without `Evaluate`.
+    pub scores: Option<HashMap<String, i64>>,
+}
+
 /// The scorer's gRPC API as the verbs use it.
 #[derive(Clone)]
 pub struct ScorerClient {
@@ -47,6 +63,8 @@ pub struct ScorerClient {
     timeout: Duration,
     rpc: RpcMetrics,
     fallbacks: Family<FallbackLabels, Counter>,
+    /// Set while the scorer is known not to serve `Evaluate`: until when to use Filter.
+    evaluate_off_until: Arc<Mutex<Option<Instant>>>,
 }
 
 impl ScorerClient {
@@ -56,6 +74,7 @@ impl ScorerClient {
             timeout,
             rpc: metrics.scorer.clone(),
             fallbacks: metrics.fallbacks.clone(),
+            evaluate_off_until: Arc::default(),
         }
     }
 
@@ -98,6 +117,50 @@ impl ScorerClient {
         let mut client = self.client.clone();
         let response = self.call("Filter", client.filter(request)).await?;
         Ok(response.rejected)
+    }
+
+    /// Filter and Score of `names` in one call (`Evaluate`). A scorer older than `Evaluate`
+    /// (UNIMPLEMENTED) gets a Filter instead, and only Filters for [`EVALUATE_RETRY`].
+    pub async fn evaluate(
+        &self,
+        pod: pb::PodInfo,
+        names: &[String],
+    ) -> Result<Evaluated, ScorerFailure> {
+        let off_until = *self.evaluate_off_until.lock().unwrap_or_else(|p| p.into_inner());
+        if off_until.is_some_and(|until| Instant::now() < until) {
+            let rejected = self.filter(pod, names).await?;
+            return Ok(Evaluated { rejected, scores: None });
+        }
+        let request = self.request(pb::EvaluateRequest {
+            pod: Some(pod.clone()),
+            node_names: names.to_vec(),
+            all_nodes: false,
+        });
+        let mut client = self.client.clone();
+        let response = match self.call("Evaluate", client.evaluate(request)).await {
+            Err(ScorerFailure::Status(status)) if status.code() == tonic::Code::Unimplemented => {
+                tracing::info!("the scorer has no Evaluate (older version); using Filter");
+                *self.evaluate_off_until.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(Instant::now() + EVALUATE_RETRY);
+                let rejected = self.filter(pod, names).await?;
+                return Ok(Evaluated { rejected, scores: None });
+            }
+            other => other?,
+        };
+        if response.ordered_scores.len() != names.len() {
+            return Err(ScorerFailure::Mismatch(format!(
+                "Evaluate answered {} scores for {} nodes",
+                response.ordered_scores.len(),
+                names.len()
+            )));
+        }
+        let scores = names
+            .iter()
+            .zip(response.ordered_scores)
+            .filter(|(name, score)| *score >= 0 && !response.rejected.contains_key(*name))
+            .map(|(name, score)| (name.clone(), i64::from(score)))
+            .collect();
+        Ok(Evaluated { rejected: response.rejected, scores: Some(scores) })
     }
 
     /// Scores 0..100 in the order of `names`.

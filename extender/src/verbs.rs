@@ -1,5 +1,7 @@
 //! The four verbs of the extender protocol, on decoded requests: each makes at most one
-//! scorer call and answers in the scheduler's wire types. Bad input is a [`BadRequest`]
+//! scorer call, and a pod at most one over filter and prioritize together (filter's
+//! `Evaluate` leaves the scores in [`ScoreCache`] for prioritize; a miss costs a Score call).
+//! Answers are in the scheduler's wire types. Bad input is a [`BadRequest`]
 //! (the HTTP layer makes it a 400); a scorer that cannot answer in time gets a neutral
 //! answer (every node passes, every node scores the same), recorded by the scorer client.
 //! Pods of other schedulers are answered neutrally without a call.
@@ -9,13 +11,15 @@
 
 use std::collections::{HashMap, HashSet};
 
+use tokio::time::Instant;
 use waterline_runtime::policy::PolicyHandle;
 
 use crate::bind::Binder;
+use crate::cache::ScoreCache;
 use crate::mapping::{eviction_may_resolve, map_scores, neutral_priorities, short_reason};
-use crate::metrics::{Metrics, VerbLabels};
+use crate::metrics::{CacheLabels, Metrics, VerbLabels};
 use crate::pod::Pod;
-use crate::scorer::ScorerClient;
+use crate::scorer::{Evaluated, ScorerClient};
 use crate::wire::{
     BindingArgs, ErrorResult, ExtenderArgs, FailedNodesMap, FilterResult, HostPriority, NodeList,
     PreemptionArgs, PreemptionResult, node_name,
@@ -34,6 +38,8 @@ pub struct Extender {
     pub policy: PolicyHandle,
     pub metrics: Metrics,
     pub binder: Option<Binder>,
+    /// Filter's scores for prioritize, by pod uid.
+    pub cache: ScoreCache,
 }
 
 /// A decoded filter or prioritize request: the pod, the candidate names in request order,
@@ -101,10 +107,18 @@ impl Extender {
         let rejected = if c.names.is_empty() || self.gated_out(&c.pod, "filter") {
             HashMap::new()
         } else {
-            self.scorer.filter(c.pod.to_info(), &c.names).await.unwrap_or_else(|failure| {
-                self.scorer.fall_back("filter", &c.pod_key(), &failure);
-                HashMap::new()
-            })
+            match self.scorer.evaluate(c.pod.to_info(), &c.names).await {
+                Ok(Evaluated { rejected, scores }) => {
+                    if let Some(scores) = scores {
+                        self.cache.insert(&c.pod.metadata.uid, scores, Instant::now());
+                    }
+                    rejected
+                }
+                Err(failure) => {
+                    self.scorer.fall_back("filter", &c.pod_key(), &failure);
+                    HashMap::new()
+                }
+            }
         };
         // Load rejections are unresolvable: evicting pods does not lower the measured load
         // within the cycle, so kube-scheduler must not preempt there. An anti-colocation
@@ -163,7 +177,17 @@ impl Extender {
         if c.names.is_empty() || self.gated_out(&c.pod, "prioritize") {
             return Ok(neutral_priorities(c.names));
         }
-        Ok(match self.scorer.scores(c.pod.to_info(), &c.names).await {
+        let cached = self.cache.take(&c.pod.metadata.uid, &c.names, Instant::now());
+        let labels = match &cached {
+            Ok(_) => CacheLabels { result: "hit".into(), reason: String::new() },
+            Err(miss) => CacheLabels { result: "miss".into(), reason: miss.label().into() },
+        };
+        self.metrics.score_cache.get_or_create(&labels).inc();
+        let scores = match cached {
+            Ok(scores) => Ok(scores),
+            Err(_) => self.scorer.scores(c.pod.to_info(), &c.names).await,
+        };
+        Ok(match scores {
             Ok(scores) => {
                 let mapped = map_scores(self.policy.get().extender_score_mapping, &scores);
                 c.names

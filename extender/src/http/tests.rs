@@ -18,10 +18,11 @@ use waterline_core::policy::ScoreMapping;
 use waterline_runtime::policy::PolicyHandle;
 
 use super::*;
-use crate::metrics::{FallbackLabels, Metrics, VerbLabels};
+use crate::cache::ScoreCache;
+use crate::metrics::{CacheLabels, FallbackLabels, Metrics, VerbLabels};
 use crate::scorer::ScorerClient;
 
-/// Answers from fixed tables; counts calls; optionally slow.
+/// Answers from fixed tables; counts calls (in all and per RPC); optionally slow.
 #[derive(Default)]
 struct FakeScorer {
     scores: HashMap<String, i64>,
@@ -29,8 +30,23 @@ struct FakeScorer {
     delay: Duration,
     /// Behaves like a scorer older than `scores_only`: always answers by name.
     names_only: bool,
+    /// Behaves like a scorer older than `Evaluate`: UNIMPLEMENTED.
+    no_evaluate: bool,
     calls: Arc<AtomicUsize>,
+    by_rpc: Arc<Mutex<HashMap<&'static str, usize>>>,
     last_pod: Arc<Mutex<Option<pb::PodInfo>>>,
+}
+
+impl FakeScorer {
+    async fn called(&self, rpc: &'static str) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        *self.by_rpc.lock().unwrap().entry(rpc).or_default() += 1;
+        tokio::time::sleep(self.delay).await;
+    }
+
+    fn score_of(&self, node: &str) -> i64 {
+        self.scores.get(node).copied().unwrap_or(50)
+    }
 }
 
 #[tonic::async_trait]
@@ -41,9 +57,25 @@ impl ScorerService for FakeScorer {
 
     async fn evaluate(
         &self,
-        _: GrpcRequest<pb::EvaluateRequest>,
+        request: GrpcRequest<pb::EvaluateRequest>,
     ) -> Result<GrpcResponse<pb::EvaluateResponse>, Status> {
-        Err(Status::unimplemented("the fake plays Filter and Score"))
+        self.called("Evaluate").await;
+        if self.no_evaluate {
+            return Err(Status::unimplemented("an older scorer"));
+        }
+        let request = request.into_inner();
+        *self.last_pod.lock().unwrap() = request.pod.clone();
+        let mut response = pb::EvaluateResponse::default();
+        for name in &request.node_names {
+            match self.rejected.get(name) {
+                Some(reason) => {
+                    response.ordered_scores.push(-1);
+                    response.rejected.insert(name.clone(), reason.clone());
+                }
+                None => response.ordered_scores.push(self.score_of(name) as i32),
+            }
+        }
+        Ok(GrpcResponse::new(response))
     }
 
     async fn session(
@@ -57,8 +89,7 @@ impl ScorerService for FakeScorer {
         &self,
         request: GrpcRequest<pb::FilterRequest>,
     ) -> Result<GrpcResponse<pb::FilterResponse>, Status> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(self.delay).await;
+        self.called("Filter").await;
         let request = request.into_inner();
         *self.last_pod.lock().unwrap() = request.pod.clone();
         let (rejected, feasible): (Vec<String>, Vec<String>) =
@@ -77,11 +108,10 @@ impl ScorerService for FakeScorer {
         &self,
         request: GrpcRequest<pb::ScoreRequest>,
     ) -> Result<GrpcResponse<pb::ScoreResponse>, Status> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(self.delay).await;
+        self.called("Score").await;
         let request = request.into_inner();
         *self.last_pod.lock().unwrap() = request.pod.clone();
-        let score_of = |n: &String| self.scores.get(n).copied().unwrap_or(50);
+        let score_of = |n: &String| self.score_of(n);
         if request.scores_only && !self.names_only {
             return Ok(GrpcResponse::new(pb::ScoreResponse {
                 ordered_scores: request.node_names.iter().map(|n| score_of(n) as i32).collect(),
@@ -117,7 +147,22 @@ struct Setup {
     router: axum::Router,
     extender: Arc<Extender>,
     calls: Arc<AtomicUsize>,
+    by_rpc: Arc<Mutex<HashMap<&'static str, usize>>>,
     last_pod: Arc<Mutex<Option<pb::PodInfo>>>,
+}
+
+impl Setup {
+    /// Calls per RPC so far, e.g. `[("Evaluate", 1)]`, sorted by name.
+    fn rpcs(&self) -> Vec<(&'static str, usize)> {
+        let mut calls: Vec<_> = self.by_rpc.lock().unwrap().clone().into_iter().collect();
+        calls.sort();
+        calls
+    }
+
+    fn cache_count(&self, result: &str, reason: &str) -> u64 {
+        let labels = CacheLabels { result: result.into(), reason: reason.into() };
+        self.extender.metrics.score_cache.get_or_create(&labels).get()
+    }
 }
 
 async fn start_fake(fake: FakeScorer) -> String {
@@ -144,6 +189,16 @@ fn extender(
     timeout: Duration,
     max_body: usize,
 ) -> (Arc<Extender>, axum::Router) {
+    extender_with(url, mapping, timeout, max_body, Duration::from_secs(30))
+}
+
+fn extender_with(
+    url: String,
+    mapping: ScoreMapping,
+    timeout: Duration,
+    max_body: usize,
+    cache_ttl: Duration,
+) -> (Arc<Extender>, axum::Router) {
     let channel = tonic::transport::Endpoint::from_shared(url).unwrap().connect_lazy();
     let policy = Policy { extender_score_mapping: mapping, ..Policy::default() };
     let metrics = Metrics::register(&mut Registry::default());
@@ -154,17 +209,24 @@ fn extender(
         policy: PolicyHandle::new(policy),
         metrics,
         binder: None,
+        cache: ScoreCache::new(cache_ttl, 100),
     });
     let router = crate::router(extender.clone(), "/waterline/v1", max_body);
     (extender, router)
 }
 
 async fn setup_with(fake: FakeScorer, mapping: ScoreMapping) -> Setup {
+    setup_cached(fake, mapping, Duration::from_secs(30)).await
+}
+
+async fn setup_cached(fake: FakeScorer, mapping: ScoreMapping, cache_ttl: Duration) -> Setup {
     let calls = fake.calls.clone();
+    let by_rpc = fake.by_rpc.clone();
     let last_pod = fake.last_pod.clone();
     let url = start_fake(fake).await;
-    let (extender, router) = extender(url, mapping, Duration::from_secs(2), 1 << 20);
-    Setup { router, extender, calls, last_pod }
+    let (extender, router) =
+        extender_with(url, mapping, Duration::from_secs(2), 1 << 20, cache_ttl);
+    Setup { router, extender, calls, by_rpc, last_pod }
 }
 
 async fn setup() -> Setup {
@@ -291,6 +353,97 @@ async fn prioritize_answers_a_bare_array_in_request_order() {
     );
     let (_, body) = post(&s.router, "prioritize", list_body(POD, &["n1", "n2"])).await;
     assert_eq!(body, r#"[{"Host":"n1","Score":2},{"Host":"n2","Score":5}]"#);
+}
+
+#[tokio::test]
+async fn filter_then_prioritize_of_one_pod_is_one_scorer_call() {
+    let s = setup().await;
+    let (_, body) = post(&s.router, "filter", names_body(POD, &["n1", "n2", "n3"])).await;
+    assert!(body.contains(r#""NodeNames":["n1","n3"]"#), "{body}");
+    // The scheduler prioritizes the feasible nodes, in its own order.
+    let (status, body) = post(&s.router, "prioritize", names_body(POD, &["n3", "n1"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, r#"[{"Host":"n3","Score":10},{"Host":"n1","Score":2}]"#);
+    assert_eq!(s.rpcs(), [("Evaluate", 1)]);
+    assert_eq!(s.cache_count("hit", ""), 1);
+    // The NodeList form too.
+    let (_, _) = post(&s.router, "filter", list_body(POD, &["n1", "n2", "n3"])).await;
+    let (_, body) = post(&s.router, "prioritize", list_body(POD, &["n1", "n3"])).await;
+    assert_eq!(body, r#"[{"Host":"n1","Score":2},{"Host":"n3","Score":10}]"#);
+    assert_eq!(s.rpcs(), [("Evaluate", 2)]);
+}
+
+#[tokio::test]
+async fn cached_scores_rescale_over_the_candidates_prioritize_received() {
+    let fake = FakeScorer {
+        scores: [("a".into(), 40), ("b".into(), 42), ("c".into(), 44), ("d".into(), 90)].into(),
+        ..FakeScorer::default()
+    };
+    let s = setup_with(fake, ScoreMapping::Rescale).await;
+    post(&s.router, "filter", names_body(POD, &["a", "b", "c", "d"])).await;
+    // d passed waterline's filter but not another plugin's: not a candidate any more.
+    let (_, body) = post(&s.router, "prioritize", names_body(POD, &["a", "b", "c"])).await;
+    assert_eq!(body, r#"[{"Host":"a","Score":0},{"Host":"b","Score":5},{"Host":"c","Score":10}]"#);
+    assert_eq!(s.rpcs(), [("Evaluate", 1)]);
+}
+
+#[tokio::test]
+async fn a_cache_miss_falls_back_to_score() {
+    let s = setup().await;
+    // No filter before.
+    let (_, body) = post(&s.router, "prioritize", names_body(POD, &["n3", "n1"])).await;
+    assert_eq!(body, r#"[{"Host":"n3","Score":10},{"Host":"n1","Score":2}]"#);
+    assert_eq!(s.rpcs(), [("Score", 1)]);
+    assert_eq!(s.cache_count("miss", "absent"), 1);
+    // A candidate filter rejected (not in the entry).
+    post(&s.router, "filter", names_body(POD, &["n1", "n2", "n3"])).await;
+    let (_, body) = post(&s.router, "prioritize", names_body(POD, &["n1", "n2"])).await;
+    assert_eq!(body, r#"[{"Host":"n1","Score":2},{"Host":"n2","Score":5}]"#);
+    assert_eq!(s.rpcs(), [("Evaluate", 1), ("Score", 2)]);
+    assert_eq!(s.cache_count("miss", "incomplete"), 1);
+    // The entry was taken: a second prioritize of the same cycle misses.
+    post(&s.router, "prioritize", names_body(POD, &["n1"])).await;
+    assert_eq!(s.cache_count("miss", "absent"), 2);
+}
+
+#[tokio::test]
+async fn an_expired_entry_falls_back_to_score() {
+    let fake = FakeScorer {
+        scores: [("n1".into(), 24), ("n3".into(), 100)].into(),
+        ..FakeScorer::default()
+    };
+    // A zero TTL: every entry has expired by the time prioritize reads it.
+    let s = setup_cached(fake, ScoreMapping::Round, Duration::ZERO).await;
+    post(&s.router, "filter", names_body(POD, &["n1", "n3"])).await;
+    let (_, body) = post(&s.router, "prioritize", names_body(POD, &["n1", "n3"])).await;
+    assert_eq!(body, r#"[{"Host":"n1","Score":2},{"Host":"n3","Score":10}]"#);
+    assert_eq!(s.rpcs(), [("Evaluate", 1), ("Score", 1)]);
+    assert_eq!(s.cache_count("miss", "expired"), 1);
+}
+
+#[tokio::test]
+async fn a_scorer_without_evaluate_gets_filter_and_score_as_before() {
+    let fake = FakeScorer {
+        scores: [("n1".into(), 24), ("n3".into(), 100)].into(),
+        rejected: [("n2".into(), "cpu_usage_avg_5m 70.1% > 65%".into())].into(),
+        no_evaluate: true,
+        ..FakeScorer::default()
+    };
+    let s = setup_with(fake, ScoreMapping::Round).await;
+    let (status, body) = post(&s.router, "filter", names_body(POD, &["n1", "n2", "n3"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"Nodes":null,"NodeNames":["n1","n3"],"FailedNodes":{},"FailedAndUnresolvableNodes":{"n2":"waterline: cpu_usage_avg_5m above 65 percent"},"Error":""}"#
+    );
+    let (_, body) = post(&s.router, "prioritize", names_body(POD, &["n3", "n1"])).await;
+    assert_eq!(body, r#"[{"Host":"n3","Score":10},{"Host":"n1","Score":2}]"#);
+    assert_eq!(s.rpcs(), [("Evaluate", 1), ("Filter", 1), ("Score", 1)]);
+    // Not asked again for a while: the next pod goes straight to Filter.
+    post(&s.router, "filter", names_body(POD, &["n1", "n3"])).await;
+    assert_eq!(s.rpcs(), [("Evaluate", 1), ("Filter", 2), ("Score", 1)]);
+    let labels = FallbackLabels { verb: "filter".into(), reason: "error".into() };
+    assert_eq!(s.extender.metrics.fallbacks.get_or_create(&labels).get(), 0);
 }
 
 #[tokio::test]
