@@ -27,6 +27,21 @@ enum Command {
     Run(RunArgs),
     /// List the shipped scenarios, one line each.
     Scenarios,
+    /// Print SIMULATION.md's generated part from the out dirs of earlier runs: the target
+    /// check (the default policy `waterline` against the peers), then per scenario the
+    /// measures, one column per strategy (others than the registered ones are context).
+    Report(ReportArgs),
+}
+
+#[derive(Parser)]
+struct ReportArgs {
+    /// Out dirs of `waterline-sim run`, each holding a summary.json, in the order to show.
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Copy each scenario's hottest.svg, cdf.svg and waterline's heat map into
+    /// DOCS/<scenario>/, and link them (DOCS as given, relative to the Markdown file).
+    #[arg(long, value_name = "DOCS")]
+    docs: Option<PathBuf>,
 }
 
 #[derive(Parser)]
@@ -122,6 +137,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     match Args::parse().command {
         Command::Run(args) => run(args),
+        Command::Report(args) => {
+            print!("{}", waterline_sim::report::simulation_md(&args.dirs, args.docs.as_deref())?);
+            Ok(())
+        }
         Command::Scenarios => {
             for (name, text) in SHIPPED {
                 let description = parse_scenario(text, None)

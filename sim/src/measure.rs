@@ -4,12 +4,12 @@
 //! percentages of allocatable — a node is as hot as its hottest dimension. The field names of
 //! [`StrategySummary`] are summary.json's (documented in sim/README.md; stable).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::scenario::Scenario;
 
 /// p50 / p99 / max of a series.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     pub p50: f64,
     pub p99: f64,
@@ -17,7 +17,7 @@ pub struct Percentiles {
 }
 
 /// Time-weighted mean of a spread across nodes.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     /// Mean over time of the population standard deviation across nodes (pp).
     pub stddev: f64,
@@ -25,7 +25,7 @@ pub struct Spread {
     pub range: f64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StrategySummary {
     pub strategy: String,
     /// Pods that arrived (pre-bound ones included).
@@ -44,6 +44,12 @@ pub struct StrategySummary {
     pub placed_on_hot_nodes: usize,
     /// The hottest node's utilisation over time (percent).
     pub hottest_pct: Percentiles,
+    /// The hottest node's utilisation over the samples where the nodes' mean utilisation is
+    /// above the target — where no strategy can keep every node at the water level, so the
+    /// hottest node shows how evenly the excess is spread; `null` if there are none.
+    pub hottest_pct_when_mean_above_target: Option<Percentiles>,
+    /// Seconds during which the nodes' mean utilisation was above the target.
+    pub mean_above_target_s: f64,
     /// Node-seconds with utilisation more than 10 pp above the scenario's target.
     pub above_water_node_seconds: f64,
     pub spread_cpu: Spread,
@@ -57,7 +63,7 @@ pub struct StrategySummary {
 }
 
 /// What summary.json holds.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub scenario: String,
     pub seed: u64,
@@ -72,9 +78,11 @@ pub struct Summary {
 
 pub struct Recorder {
     threshold: f64,
+    target: f64,
     water: f64,
     interval_s: f64,
     hottest: Vec<f64>,
+    hottest_mean_above_target: Vec<f64>,
     overload: f64,
     above_water: f64,
     cpu: (f64, f64),
@@ -112,9 +120,11 @@ impl Recorder {
     pub fn new(scenario: &Scenario) -> Self {
         Recorder {
             threshold: scenario.threshold,
+            target: scenario.target,
             water: scenario.target + 10.0,
             interval_s: scenario.measure_interval.as_secs_f64(),
             hottest: Vec::new(),
+            hottest_mean_above_target: Vec::new(),
             overload: 0.0,
             above_water: 0.0,
             cpu: (0.0, 0.0),
@@ -132,7 +142,12 @@ impl Recorder {
     pub fn record(&mut self, utils: &[(f64, f64)], pending: usize) {
         let dt = self.interval_s;
         let hot = |&(c, m): &(f64, f64)| c.max(m);
-        self.hottest.push(utils.iter().map(hot).fold(0.0, f64::max));
+        let hottest = utils.iter().map(hot).fold(0.0, f64::max);
+        self.hottest.push(hottest);
+        let mean = utils.iter().map(hot).sum::<f64>() / utils.len().max(1) as f64;
+        if mean > self.target {
+            self.hottest_mean_above_target.push(hottest);
+        }
         self.overload += utils.iter().filter(|u| hot(u) > self.threshold).count() as f64 * dt;
         self.above_water += utils.iter().filter(|u| hot(u) > self.water).count() as f64 * dt;
         let (s, r) = stddev_and_range(utils.iter().map(|u| u.0));
@@ -152,8 +167,14 @@ impl Recorder {
         placements_per_node: std::collections::BTreeMap<String, usize>,
     ) -> StrategySummary {
         self.hottest.sort_by(f64::total_cmp);
+        self.hottest_mean_above_target.sort_by(f64::total_cmp);
         let n = self.samples.max(1) as f64;
         let r2 = |x: f64| (x * 100.0).round() / 100.0;
+        let percentiles = |sorted: &[f64]| Percentiles {
+            p50: r2(percentile(sorted, 50.0)),
+            p99: r2(percentile(sorted, 99.0)),
+            max: r2(sorted.last().copied().unwrap_or(0.0)),
+        };
         StrategySummary {
             strategy,
             pods_arrived: self.arrived,
@@ -163,11 +184,10 @@ impl Recorder {
             unschedulable_attempts: self.unschedulable_attempts,
             overload_node_seconds: r2(self.overload),
             placed_on_hot_nodes: self.placed_on_hot,
-            hottest_pct: Percentiles {
-                p50: r2(percentile(&self.hottest, 50.0)),
-                p99: r2(percentile(&self.hottest, 99.0)),
-                max: r2(self.hottest.last().copied().unwrap_or(0.0)),
-            },
+            hottest_pct: percentiles(&self.hottest),
+            hottest_pct_when_mean_above_target: (!self.hottest_mean_above_target.is_empty())
+                .then(|| percentiles(&self.hottest_mean_above_target)),
+            mean_above_target_s: r2(self.hottest_mean_above_target.len() as f64 * self.interval_s),
             above_water_node_seconds: r2(self.above_water),
             spread_cpu: Spread { stddev: r2(self.cpu.0 / n), range: r2(self.cpu.1 / n) },
             spread_memory: Spread { stddev: r2(self.memory.0 / n), range: r2(self.memory.1 / n) },

@@ -12,7 +12,8 @@
 //! [`HEATMAP_COLUMNS`] time columns, each the *maximum* of the samples it covers (a short
 //! peak must stay visible), quantised into [`BIN_PP`]-pp colour bins and drawn as one
 //! rectangle per run of equal bins; the lines are thinned to at most [`LINE_POINTS`] points
-//! (the hottest line keeps each bucket's maximum) and the CDF to its percentiles.
+//! (the hottest line keeps each bucket's maximum, and flat runs are two points) and the CDF
+//! to its percentiles.
 
 mod draw;
 
@@ -23,7 +24,7 @@ use crate::measure::Summary;
 use crate::report::file_stem;
 
 /// Time columns of a heat map, at most.
-pub const HEATMAP_COLUMNS: usize = 60;
+pub const HEATMAP_COLUMNS: usize = 40;
 /// Width of a heat map's colour bins, percentage points.
 pub const BIN_PP: f64 = 5.0;
 /// Points of a line on the hottest-node chart, at most.
@@ -122,6 +123,20 @@ impl Trace {
 pub fn buckets(samples: usize, max: usize) -> Vec<std::ops::Range<usize>> {
     let per = samples.div_ceil(max.max(1)).max(1);
     (0..samples).step_by(per).map(|start| start..(start + per).min(samples)).collect()
+}
+
+/// `points` without the inner points of flat runs (equal y before and after): the same line,
+/// fewer bytes — most of a hottest-node line is flat between placements.
+pub fn drop_flat(points: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::with_capacity(points.len());
+    for (k, p) in points.iter().enumerate() {
+        let flat =
+            k > 0 && k + 1 < points.len() && points[k - 1].1 == p.1 && points[k + 1].1 == p.1;
+        if !flat {
+            out.push(*p);
+        }
+    }
+    out
 }
 
 /// The colour bin of a utilisation: 0 for [0, BIN_PP), …, capped so that everything at or

@@ -1,6 +1,10 @@
 //! Running several strategies through one scenario and writing what a run produces:
 //! `summary.json`, one `<label>.csv` time series per strategy, and the Markdown table.
 
+mod docs;
+
+pub use docs::{chosen_heatmaps, comparison, simulation_md};
+
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path as FsPath, PathBuf};
@@ -17,6 +21,8 @@ pub enum ReportError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("two strategies are labelled '{0}'; their files would collide")]
     DuplicateLabel(String),
+    #[error("{path}: not a summary.json: {why}")]
+    Summary { path: PathBuf, why: String },
 }
 
 fn io(path: &FsPath) -> impl FnOnce(std::io::Error) -> ReportError + '_ {

@@ -26,6 +26,13 @@ fn measures_of_a_hand_made_trace() {
     // hottest 70, 60, 80 → sorted 60, 70, 80: p50 = rank ceil(1.5) = 2 → 70,
     // p99 = rank ceil(2.97) = 3 → 80
     assert_eq!(s.hottest_pct, Percentiles { p50: 70.0, p99: 80.0, max: 80.0 });
+    // mean utilisation 50, 40, 66: above the target 40 at samples 1 and 3 (40 is not above)
+    // → hottest 70, 80: p50 = rank ceil(1) = 1 → 70, p99 = rank ceil(1.98) = 2 → 80
+    assert_eq!(
+        s.hottest_pct_when_mean_above_target,
+        Some(Percentiles { p50: 70.0, p99: 80.0, max: 80.0 })
+    );
+    assert_eq!(s.mean_above_target_s, 20.0);
     // cpu: {70, 30} sd 20 range 40; {60, 20} sd 20 range 40; {40, 50} sd 5 range 10
     assert_eq!(s.spread_cpu, Spread { stddev: 15.0, range: 30.0 });
     // memory: {10, 20} sd 5 range 10; {55, 10} sd 22.5 range 45; {80, 52} sd 14 range 28

@@ -6,7 +6,9 @@ use std::path::Path;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{BIN_PP, HEATMAP_COLUMNS, LINE_POINTS, PlotError, Trace, bin, buckets, colour};
+use super::{
+    BIN_PP, HEATMAP_COLUMNS, LINE_POINTS, PlotError, Trace, bin, buckets, colour, drop_flat,
+};
 
 /// What every chart of a run shares.
 pub struct Frame<'a> {
@@ -253,12 +255,10 @@ pub fn hottest(path: &Path, frame: &Frame, traces: &[Trace]) -> Result<(), PlotE
             .iter()
             .map(|t| {
                 let hot = t.hottest();
-                buckets(hot.len(), LINE_POINTS)
-                    .into_iter()
-                    .map(|r| {
-                        (t.times_s[r.start] / per_unit, hot[r].iter().copied().fold(0.0, f64::max))
-                    })
-                    .collect()
+                let points = buckets(hot.len(), LINE_POINTS).into_iter().map(|r| {
+                    (t.times_s[r.start] / per_unit, hot[r].iter().copied().fold(0.0, f64::max))
+                });
+                drop_flat(points.collect())
             })
             .collect();
         let peak = lines.iter().flatten().map(|p| p.1).fold(0.0, f64::max);

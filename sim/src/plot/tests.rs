@@ -33,8 +33,18 @@ fn buckets_cover_every_sample_in_at_most_max_groups() {
     assert_eq!(buckets(5, 2), [0..3, 3..5]);
     assert_eq!(buckets(3, 60), [0..1, 1..2, 2..3]);
     assert!(buckets(0, 60).is_empty());
-    // 24 h at 60 s: 1440 samples, 60 columns of 24 min.
-    assert_eq!(buckets(1440, HEATMAP_COLUMNS).len(), 60);
+    // 24 h at 60 s: 1440 samples, 40 columns of 36 min.
+    assert_eq!(
+        buckets(1440, HEATMAP_COLUMNS),
+        (0..40).map(|k| 36 * k..36 * k + 36).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn flat_runs_keep_their_ends() {
+    let line = vec![(0.0, 1.0), (1.0, 1.0), (2.0, 1.0), (3.0, 2.0), (4.0, 2.0), (5.0, 3.0)];
+    assert_eq!(drop_flat(line), [(0.0, 1.0), (2.0, 1.0), (3.0, 2.0), (4.0, 2.0), (5.0, 3.0)]);
+    assert_eq!(drop_flat(vec![(0.0, 1.0), (1.0, 1.0)]), [(0.0, 1.0), (1.0, 1.0)]);
 }
 
 #[test]
