@@ -3,8 +3,11 @@ package waterline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -33,14 +36,202 @@ type fakeScorer struct {
 	score func(node string) int64
 	// namesOnly makes the fake a scorer older than scores_only: it always answers by name.
 	namesOnly bool
-	// delay is applied to every RPC before answering (to provoke client timeouts).
+	// delay is applied to every RPC, and to every Evaluate on a Session, before answering
+	// (to provoke client timeouts).
 	delay time.Duration
+
+	// noSession makes the fake a scorer older than Session: it answers UNIMPLEMENTED.
+	noSession bool
+	// generation is the fake's node table generation (nodes); 0 means 1.
+	generation uint64
+	// unknownScore is what the fake's evaluations say a node outside its table scores.
+	unknownScore int32
+	// dropAfter > 0: on the first Session stream, once that many messages are handled, the
+	// fake ends the stream (UNAVAILABLE) when the next one arrives, without handling it.
+	dropAfter int
+	// noAcks: the fake never acknowledges Reserves/Unreserves.
+	noAcks bool
+	// reserveGate, when set, holds the handling of every session Reserve until it is closed.
+	reserveGate chan struct{}
 
 	mu        sync.Mutex
 	filters   []*waterlinev1.FilterRequest
 	scores    []*waterlinev1.ScoreRequest
 	reserves  []*waterlinev1.ReserveRequest
 	unreserve []*waterlinev1.UnreserveRequest
+	// sessions counts Session streams opened (UNIMPLEMENTED ones included); handled is
+	// every Session message the fake handled, in order.
+	sessions int
+	handled  []sessionMsg
+}
+
+// sessionMsg is one Session message as the fake handled it.
+type sessionMsg struct {
+	stream int    // 1 for the first stream opened
+	kind   string // "evaluate", "reserve" or "unreserve"
+	// id is the Evaluate's request id or the Reserve/Unreserve's sequence number.
+	id   uint64
+	node string // Reserve/Unreserve
+	pod  *waterlinev1.PodInfo
+	// generation is the node table generation the client said it holds (Evaluate).
+	generation uint64
+}
+
+func (m sessionMsg) String() string {
+	if m.kind == "evaluate" {
+		return fmt.Sprintf("%d:evaluate#%d(%s)", m.stream, m.id, m.pod.GetName())
+	}
+	return fmt.Sprintf("%d:%s#%d(%s->%s)", m.stream, m.kind, m.id, m.pod.GetName(), m.node)
+}
+
+func (f *fakeScorer) tableGeneration() uint64 {
+	if f.generation == 0 {
+		return 1
+	}
+	return f.generation
+}
+
+// Session serves the stream like the scorer (scorer/src/session.rs): messages one at a time
+// in order; a NodeTable before an answer when the client's generation differs; answers by
+// table index; Reserves/Unreserves unanswered, acknowledged before the next answer.
+func (f *fakeScorer) Session(srv grpc.BidiStreamingServer[waterlinev1.SessionRequest, waterlinev1.SessionResponse]) error {
+	f.mu.Lock()
+	f.sessions++
+	stream := f.sessions
+	f.mu.Unlock()
+	if f.noSession {
+		return status.Error(codes.Unimplemented, "method Session not implemented")
+	}
+	var handled, maxSeq, acked uint64
+	for {
+		req, err := srv.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if stream == 1 && f.dropAfter > 0 && handled == uint64(f.dropAfter) {
+			return status.Error(codes.Unavailable, "fake scorer dropped the stream")
+		}
+		handled++
+		msg := sessionMsg{stream: stream}
+		switch m := req.GetMessage().(type) {
+		case *waterlinev1.SessionRequest_Reserve:
+			if f.reserveGate != nil {
+				select {
+				case <-f.reserveGate:
+				case <-srv.Context().Done():
+					return srv.Context().Err()
+				}
+			}
+			msg.kind, msg.id, msg.node, msg.pod = "reserve", m.Reserve.GetSequence(), m.Reserve.GetNodeName(), m.Reserve.GetPod()
+			maxSeq = max(maxSeq, msg.id)
+		case *waterlinev1.SessionRequest_Unreserve:
+			msg.kind, msg.id, msg.node, msg.pod = "unreserve", m.Unreserve.GetSequence(), m.Unreserve.GetNodeName(), m.Unreserve.GetPod()
+			maxSeq = max(maxSeq, msg.id)
+		case *waterlinev1.SessionRequest_Evaluate:
+			e := m.Evaluate
+			msg.kind, msg.id, msg.pod, msg.generation = "evaluate", e.GetRequestId(), e.GetPod(), e.GetNodeTableGeneration()
+		default:
+			return status.Error(codes.InvalidArgument, "empty session message")
+		}
+		f.mu.Lock()
+		f.handled = append(f.handled, msg)
+		f.mu.Unlock()
+		if msg.kind != "evaluate" {
+			continue
+		}
+		if err := f.wait(srv.Context()); err != nil {
+			return err
+		}
+		if !f.noAcks && maxSeq > acked {
+			acked = maxSeq
+			if err := srv.Send(&waterlinev1.SessionResponse{Message: &waterlinev1.SessionResponse_Ack{Ack: &waterlinev1.SessionAck{UpToSequence: acked}}}); err != nil {
+				return err
+			}
+		}
+		for _, out := range f.evaluate(msg) {
+			if err := srv.Send(out); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (f *fakeScorer) evaluate(msg sessionMsg) []*waterlinev1.SessionResponse {
+	var out []*waterlinev1.SessionResponse
+	gen := f.tableGeneration()
+	if msg.generation != gen {
+		out = append(out, &waterlinev1.SessionResponse{Message: &waterlinev1.SessionResponse_NodeTable{
+			NodeTable: &waterlinev1.NodeTable{Generation: gen, NodeNames: f.nodes},
+		}})
+	}
+	ev := &waterlinev1.SessionEvaluation{RequestId: msg.id, NodeTableGeneration: gen, UnknownNodeScore: f.unknownScore}
+	for i, n := range f.nodes {
+		if reason := f.rejectReason(n); reason != "" {
+			ev.Scores = append(ev.Scores, -1)
+			ev.RejectedIndexes = append(ev.RejectedIndexes, uint32(i))
+			ev.RejectedReasons = append(ev.RejectedReasons, reason)
+			continue
+		}
+		s := int64(0)
+		if f.score != nil {
+			s = f.score(n)
+		}
+		ev.Scores = append(ev.Scores, int32(s))
+	}
+	return append(out, &waterlinev1.SessionResponse{Message: &waterlinev1.SessionResponse_Evaluation{Evaluation: ev}})
+}
+
+// sessionLog is every Session message the fake handled so far, in order.
+func (f *fakeScorer) sessionLog() []sessionMsg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.handled)
+}
+
+// sessionCalls counts the Session messages handled, by kind.
+func (f *fakeScorer) sessionCalls() (evaluates, reserves, unreserves int) {
+	for _, m := range f.sessionLog() {
+		switch m.kind {
+		case "evaluate":
+			evaluates++
+		case "reserve":
+			reserves++
+		case "unreserve":
+			unreserves++
+		}
+	}
+	return evaluates, reserves, unreserves
+}
+
+// of returns the messages of one kind.
+func of(log []sessionMsg, kind string) []sessionMsg {
+	var out []sessionMsg
+	for _, m := range log {
+		if m.kind == kind {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// waitSession waits until the fake's session log satisfies done (the plugin writes Reserves
+// without waiting, so the fake may handle them a little after Reserve returned).
+func (f *fakeScorer) waitSession(t *testing.T, what string, done func([]sessionMsg) bool) []sessionMsg {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		log := f.sessionLog()
+		if done(log) {
+			return log
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fake scorer: %s not seen within 10s; session log %v", what, log)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (f *fakeScorer) wait(ctx context.Context) error {
@@ -154,6 +345,15 @@ func serve(t *testing.T, f *fakeScorer) *bufconn.Listener {
 func factoryFor(lis *bufconn.Listener) frameworkruntime.PluginFactory {
 	return func(ctx context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
 		return newPlugin(ctx, obj, bufconnDialer(lis))
+	}
+}
+
+// capturingFactory is factoryFor that also hands the test the plugin it made.
+func capturingFactory(lis *bufconn.Listener, out **Waterline) frameworkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+		pl, err := newPlugin(ctx, obj, bufconnDialer(lis))
+		*out = pl
+		return pl, err
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/test/bufconn"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,6 +17,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -51,10 +53,11 @@ func TestShippedConfigArgs(t *testing.T) {
 	t.Fatalf("no pluginConfig for %s in %s", Name, shippedConfig)
 }
 
-// TestRealSchedulerOneRPCPerPhase runs kube-scheduler's own scheduling loop (scheduler.New
-// with the shipped profile, a fake API client, every in-tree plugin of the profile) and
-// counts the RPCs the fake scorer sees per scheduled pod.
-func TestRealSchedulerOneRPCPerPhase(t *testing.T) {
+// TestRealSchedulerOneBlockingCallPerPod runs kube-scheduler's own scheduling loop
+// (scheduler.New with the shipped profile, a fake API client, every in-tree plugin of the
+// profile) and counts what the plugin asks the fake scorer per scheduled pod: one Evaluate
+// waited for, one Reserve written, no unary RPC.
+func TestRealSchedulerOneBlockingCallPerPod(t *testing.T) {
 	for _, nodeCount := range []int{3, 500} {
 		t.Run(fmt.Sprintf("%d nodes", nodeCount), func(t *testing.T) {
 			fake := &fakeScorer{
@@ -68,7 +71,9 @@ func TestRealSchedulerOneRPCPerPhase(t *testing.T) {
 				score: scoreOf,
 			}
 			lis := serve(t, fake)
-			client, bindings := startScheduler(t, factoryFor(lis), nodeCount)
+			var pl *Waterline
+			rec := &preScoreRecorder{}
+			client, bindings := startScheduler(t, rec.factory(lis, &pl), nodeCount)
 
 			const pods = 3
 			for i := range pods {
@@ -77,25 +82,26 @@ func TestRealSchedulerOneRPCPerPhase(t *testing.T) {
 				if _, err := client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
-				// One pod at a time, so each pod's RPCs can be checked against its own bind.
+				// One pod at a time, so each pod's calls can be checked against its own bind.
 				node := bindings.wait(t, pod.Name)
 
-				filters, scores, reserves, unreserves := fake.calls()
-				if filters != i+1 || scores != i+1 || reserves != i+1 || unreserves != 0 {
-					t.Fatalf("after %d pod(s): Filter/Score/Reserve/Unreserve RPCs = %d/%d/%d/%d, want one Filter, Score and Reserve per pod",
-						i+1, filters, scores, reserves, unreserves)
+				log := fake.waitSession(t, "the pod's Reserve", func(l []sessionMsg) bool { return len(of(l, "reserve")) == i+1 })
+				evaluates, reserves := of(log, "evaluate"), of(log, "reserve")
+				if len(evaluates) != i+1 || pl.roundTrips.Load() != int64(i+1) {
+					t.Fatalf("after %d pod(s): %d Evaluates, %d calls waited on; want one per pod", i+1, len(evaluates), pl.roundTrips.Load())
 				}
-				if f := fake.filters[i]; !f.GetAllNodes() || len(f.GetNodeNames()) != 0 {
-					t.Fatalf("Filter RPC all_nodes=%v with %d names, want all_nodes and no names", f.GetAllNodes(), len(f.GetNodeNames()))
+				if filters, scores, reserves, unreserves := fake.calls(); filters+scores+reserves+unreserves != 0 {
+					t.Fatalf("unary RPCs Filter/Score/Reserve/Unreserve = %d/%d/%d/%d, want none", filters, scores, reserves, unreserves)
 				}
 				// The in-tree scores left in the profile are equal on these identical nodes,
-				// so the pod must land on a node the Score RPC ranked best (with 500 nodes and
-				// scores in 0..100 several may tie; the scheduler picks one of them at random).
-				scored := fake.scores[i].GetNodeNames()
+				// so the pod must land on a node the Evaluate ranked best among those the
+				// scheduler scored (it samples percentageOfNodesToScore of the feasible; with
+				// 500 nodes several may tie, and it picks one of them at random).
+				scored := rec.cycle(i)
 				best := int64(-1)
 				for _, n := range scored {
 					if n == nodeName(1) {
-						t.Fatalf("node rejected by the Filter RPC was scored")
+						t.Fatalf("node rejected by the Evaluate was scored")
 					}
 					best = max(best, scoreOf(n))
 				}
@@ -103,12 +109,54 @@ func TestRealSchedulerOneRPCPerPhase(t *testing.T) {
 					t.Fatalf("pod %s bound to %s (score %d), want a node with the best score %d of the %d scored",
 						pod.Name, node, scoreOf(node), best, len(scored))
 				}
-				if r := fake.reserves[i]; r.GetNodeName() != node || r.GetPod().GetUid() != string(pod.UID) {
-					t.Fatalf("Reserve(%s, %s), want (%s, %s)", r.GetNodeName(), r.GetPod().GetUid(), node, pod.UID)
+				if r := reserves[i]; r.node != node || r.pod.GetUid() != string(pod.UID) {
+					t.Fatalf("Reserve(%s, %s), want (%s, %s)", r.node, r.pod.GetUid(), node, pod.UID)
 				}
+			}
+			if log := fake.sessionLog(); log[0].kind != "evaluate" || log[1].kind != "reserve" || log[2].kind != "evaluate" {
+				t.Fatalf("session order %v, want each pod's Reserve before the next pod's Evaluate", log)
 			}
 		})
 	}
+}
+
+// preScoreRecorder wraps the plugin to record the nodes each cycle's PreScore got (the
+// nodes the scheduler scores).
+type preScoreRecorder struct {
+	mu     sync.Mutex
+	cycles [][]string
+}
+
+type recordingPlugin struct {
+	*Waterline
+	rec *preScoreRecorder
+}
+
+func (p recordingPlugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	p.rec.mu.Lock()
+	p.rec.cycles = append(p.rec.cycles, nodeNames(nodes))
+	p.rec.mu.Unlock()
+	return p.Waterline.PreScore(ctx, state, pod, nodes)
+}
+
+func (r *preScoreRecorder) factory(lis *bufconn.Listener, out **Waterline) frameworkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+		pl, err := newPlugin(ctx, obj, bufconnDialer(lis))
+		if err != nil {
+			return nil, err
+		}
+		*out = pl
+		return recordingPlugin{Waterline: pl, rec: r}, nil
+	}
+}
+
+func (r *preScoreRecorder) cycle(i int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i >= len(r.cycles) {
+		return nil
+	}
+	return r.cycles[i]
 }
 
 // bindRecorder captures the bindings the scheduler posts (the fake client does not apply

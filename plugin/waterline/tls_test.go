@@ -89,8 +89,8 @@ func writeFile(t *testing.T, path string, data []byte) {
 }
 
 // TestMutualTLS connects the real factory to a scorer that requires a client certificate
-// signed by the CA: caFile, certFile/keyFile and serverName all have to work for the Filter
-// RPC to get through (a failed handshake would fail open and leave the fake uncalled).
+// signed by the CA: caFile, certFile/keyFile and serverName all have to work for the
+// Evaluate to get through (a failed handshake would fail open and leave the fake uncalled).
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := newTestCA(t)
@@ -111,7 +111,7 @@ func TestMutualTLS(t *testing.T) {
 		ClientCAs:    pool,
 		MinVersion:   tls.VersionTLS12,
 	})))
-	fake := &fakeScorer{score: scoreOf}
+	fake := &fakeScorer{nodes: nodeNamesUpTo(3), score: scoreOf}
 	waterlinev1.RegisterScorerServiceServer(srv, fake)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -123,11 +123,11 @@ func TestMutualTLS(t *testing.T) {
 	tls := map[string]any{"caFile": caFile, "certFile": clientCert, "keyFile": clientKey, "serverName": "scorer.waterline.test"}
 	tfw := newTestFramework(t, New, map[string]any{"endpoint": lis.Addr().String(), "timeout": "5s", "tls": tls}, 3)
 	res := tfw.runCycle(t, testPod())
-	if filters, scores, reserves, _ := fake.calls(); filters != 1 || scores != 1 || reserves != 1 {
-		t.Fatalf("over mTLS: Filter/Score/Reserve RPCs = %d/%d/%d, want 1/1/1", filters, scores, reserves)
-	}
+	fake.waitSession(t, "Evaluate and Reserve over mTLS", func(l []sessionMsg) bool {
+		return len(of(l, "evaluate")) == 1 && len(of(l, "reserve")) == 1
+	})
 	if res.scores[nodeName(2)] != scoreOf(nodeName(2))*testWeight {
-		t.Fatalf("score over mTLS = %d, want the RPC's", res.scores[nodeName(2)])
+		t.Fatalf("score over mTLS = %d, want the Evaluate's", res.scores[nodeName(2)])
 	}
 
 	// Without the client certificate the server refuses the handshake: the plugin fails
@@ -136,7 +136,7 @@ func TestMutualTLS(t *testing.T) {
 	delete(tls, "keyFile")
 	tfw = newTestFramework(t, New, map[string]any{"endpoint": lis.Addr().String(), "timeout": "2s", "tls": tls}, 3)
 	assertFailedOpen(t, tfw, tfw.runCycle(t, testPod()))
-	if filters, _, _, _ := fake.calls(); filters != 1 {
-		t.Fatalf("Filter RPCs = %d after a refused handshake, want still 1", filters)
+	if evaluates, _, _ := fake.sessionCalls(); evaluates != 1 {
+		t.Fatalf("Evaluates = %d after a refused handshake, want still 1", evaluates)
 	}
 }

@@ -436,6 +436,7 @@ func (pl *Waterline) unaryUnreserve(ctx context.Context, info *waterlinev1.PodIn
 	rpcCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pl.timeout)
 	defer cancel()
 	start := time.Now()
+	pl.roundTrips.Add(1)
 	_, err := pl.client.Unreserve(rpcCtx, &waterlinev1.UnreserveRequest{Pod: info, NodeName: nodeName})
 	rpcDuration.WithLabelValues("Unreserve").Observe(time.Since(start).Seconds())
 	if err != nil {
