@@ -37,15 +37,12 @@ struct Located<'a>(&'a str);
 impl Located<'_> {
     /// "`field`: `why` (line N)", N the line of the `nth` line that contains `needle`.
     fn error(&self, field: &str, why: &str, needle: &str, nth: usize) -> PolicyError {
-        let line = self
-            .0
-            .lines()
-            .enumerate()
-            .filter(|(_, line)| line.contains(needle))
-            .nth(nth)
-            .map(|(i, _)| format!(" (line {})", i + 1))
-            .unwrap_or_default();
-        PolicyError(format!("{field}: {why}{line}"))
+        let with_needle = || self.0.lines().enumerate().filter(|(_, line)| line.contains(needle));
+        // Flow style puts several entries on one line: then the last line that has one. A
+        // needle on no line at all (a key the file left out) points at the first line.
+        let line =
+            with_needle().nth(nth).or_else(|| with_needle().last()).map_or(1, |(i, _)| i + 1);
+        PolicyError(format!("{field}: {why} (line {line})"))
     }
 }
 
@@ -110,10 +107,16 @@ fn describe(text: &str, error: serde_path_to_error::Error<serde_yaml::Error>) ->
             .find(|(_, l)| !key.is_empty() && l.contains(&format!("{key}:")))
             .map_or(start, |(i, _)| i + 1)
     });
-    match (path.as_str(), line) {
-        (".", Some(line)) | ("", Some(line)) => PolicyError(format!("{message} (line {line})")),
-        (_, Some(line)) => PolicyError(format!("{path}: {message} (line {line})")),
-        (_, None) => PolicyError(format!("{path}: {message}")),
+    // serde_yaml has no location for errors about the whole stream (a second document,
+    // an empty one): the second document's separator, else the first line with content.
+    let line = line.unwrap_or_else(|| {
+        let lines = || text.lines().enumerate();
+        let separator = lines().skip(1).find(|(_, l)| l.starts_with("---") || l.starts_with("..."));
+        separator.or_else(|| lines().find(|(_, l)| !l.trim().is_empty())).map_or(1, |(i, _)| i + 1)
+    });
+    match path.as_str() {
+        "." | "" => PolicyError(format!("{message} (line {line})")),
+        _ => PolicyError(format!("{path}: {message} (line {line})")),
     }
 }
 

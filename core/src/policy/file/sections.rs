@@ -126,7 +126,8 @@ pub(super) fn metrics(
     let mut metrics: Vec<MetricSpec> = Vec::with_capacity(list.len());
     for (i, m) in list.into_iter().enumerate() {
         if m.name.trim().is_empty() {
-            return Err(PolicyError(format!("metrics[{i}].name: must not be empty")));
+            // The name is what locates a metric's line; without one, the i-th `name:`.
+            return Err(at.error(&format!("metrics[{i}].name"), "must not be empty", "name:", i));
         }
         if let Some(earlier) = metrics.iter().position(|x| x.name == m.name) {
             let why = format!("'{}' is already the name of metrics[{earlier}]", m.name);
