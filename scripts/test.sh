@@ -20,6 +20,7 @@ fi
 
 step "dependencies"
 scripts/deps/prometheus.sh
+scripts/deps/victoria-metrics.sh
 scripts/deps/python-tools.sh
 export PATH="$PWD/.tools/venv/bin:$PATH"
 

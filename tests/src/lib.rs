@@ -7,3 +7,4 @@ pub mod bad_http;
 pub mod exporter;
 pub mod procs;
 pub mod prometheus;
+pub mod victoria;
