@@ -51,6 +51,9 @@ type fakeScorer struct {
 	dropAfter int
 	// noAcks: the fake never acknowledges Reserves/Unreserves.
 	noAcks bool
+	// evalError, when set, gives the error an Evaluate for the pod is answered with ("" for
+	// none), as the scorer answers a pod it cannot evaluate.
+	evalError func(pod *waterlinev1.PodInfo) string
 	// reserveGate, when set, holds the handling of every session Reserve until it is closed.
 	reserveGate chan struct{}
 
@@ -168,6 +171,11 @@ func (f *fakeScorer) evaluate(msg sessionMsg) []*waterlinev1.SessionResponse {
 		}})
 	}
 	ev := &waterlinev1.SessionEvaluation{RequestId: msg.id, NodeTableGeneration: gen, UnknownNodeScore: f.unknownScore}
+	if f.evalError != nil {
+		if ev.Error = f.evalError(msg.pod); ev.Error != "" {
+			return append(out, &waterlinev1.SessionResponse{Message: &waterlinev1.SessionResponse_Evaluation{Evaluation: ev}})
+		}
+	}
 	for i, n := range f.nodes {
 		if reason := f.rejectReason(n); reason != "" {
 			ev.Scores = append(ev.Scores, -1)

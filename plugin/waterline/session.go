@@ -3,7 +3,6 @@ package waterline
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -502,11 +501,4 @@ func (s *session) reopen() {
 	if s.cur == nil && len(s.unacked) > 0 && !s.unsupportedLocked() {
 		s.streamLocked()
 	}
-}
-
-// String describes the session for logs and test failures.
-func (s *session) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return fmt.Sprintf("session{open: %v, opened: %d, unacked: %d, backoff: %v}", s.cur != nil, s.opened, len(s.unacked), s.backoff)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +24,8 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	"k8s.io/utils/ptr"
+
+	waterlinev1 "github.com/waterline/waterline/plugin/gen/waterline/v1"
 )
 
 const testWeight = 5
@@ -358,6 +362,70 @@ func TestReplayAfterABrokenStream(t *testing.T) {
 	pl.session.mu.Unlock()
 	if unacked != 1 {
 		t.Errorf("%d messages unacknowledged, want only the last Reserve (#6)", unacked)
+	}
+}
+
+// An Evaluate the scorer cannot evaluate is answered with an error: that cycle fails open
+// (counted by the code the unary RPC would have had), the stream stays open and the next
+// pod is evaluated on it.
+func TestAnErrorAnswerFailsOpenAndKeepsTheStream(t *testing.T) {
+	fake := &fakeScorer{nodes: nodeNamesUpTo(4), score: scoreOf, evalError: func(p *waterlinev1.PodInfo) string {
+		if p.GetName() == "bad" {
+			return "pod.cpu_request_millis must not be negative"
+		}
+		return ""
+	}}
+	tfw := newTestFramework(t, factoryFor(serve(t, fake)), fakeArgs(), 4)
+	bad := testPod()
+	bad.Name = "bad"
+	before := counterValue(t, "Evaluate")
+	errs0, err := testutil.GetCounterMetricValue(rpcErrors.WithLabelValues("Evaluate", "InvalidArgument"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertFailedOpen(t, tfw, tfw.runCycle(t, bad))
+	if after := counterValue(t, "Evaluate"); after != before+1 {
+		t.Fatalf("fail-open counter for Evaluate went %v -> %v, want +1", before, after)
+	}
+	if errs, _ := testutil.GetCounterMetricValue(rpcErrors.WithLabelValues("Evaluate", "InvalidArgument")); errs != errs0+1 {
+		t.Fatalf("errors{Evaluate, InvalidArgument} went %v -> %v, want +1", errs0, errs)
+	}
+	res := tfw.runCycle(t, testPod())
+	if res.preFilter != nil || res.node == "" || len(res.feasible) != 4 {
+		t.Fatalf("next cycle: PreFilter %v, node %s", res.preFilter, res.node)
+	}
+	for n, s := range res.scores {
+		if s != scoreOf(n)*testWeight {
+			t.Errorf("score of %s = %d, want %d", n, s, scoreOf(n)*testWeight)
+		}
+	}
+	fake.mu.Lock()
+	sessions := fake.sessions
+	fake.mu.Unlock()
+	if sessions != 1 {
+		t.Errorf("%d streams opened, want 1 (an error answer leaves the stream open)", sessions)
+	}
+}
+
+// resolve refuses an answer that does not fit its node table.
+func TestResolveRejectsAnswersThatDoNotFitTheTable(t *testing.T) {
+	table := newNodeTable(&waterlinev1.NodeTable{Generation: 3, NodeNames: []string{"a", "b"}})
+	for name, ev := range map[string]*waterlinev1.SessionEvaluation{
+		"too few scores":    {NodeTableGeneration: 3, Scores: []int32{1}},
+		"index outside":     {NodeTableGeneration: 3, Scores: []int32{1, -1}, RejectedIndexes: []uint32{2}, RejectedReasons: []string{"x"}},
+		"reasons unaligned": {NodeTableGeneration: 3, Scores: []int32{1, -1}, RejectedIndexes: []uint32{1}},
+	} {
+		if _, err := resolve(ev, table); status.Code(err) != codes.Internal {
+			t.Errorf("%s: resolve = %v, want Internal", name, err)
+		}
+	}
+	got, err := resolve(&waterlinev1.SessionEvaluation{NodeTableGeneration: 3, Scores: []int32{7, -1}, RejectedIndexes: []uint32{1},
+		RejectedReasons: []string{"hot"}, UnknownNodeScore: 50}, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.rejected["b"] != "hot" || got.score("a") != 7 || got.score("b") != 0 || got.score("c") != 50 {
+		t.Errorf("resolved %+v: rejected %v, scores a=%d b=%d c=%d", got, got.rejected, got.score("a"), got.score("b"), got.score("c"))
 	}
 }
 
