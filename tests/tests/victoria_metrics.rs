@@ -39,18 +39,31 @@
 //!   here does load the whole `rules.yml`, and `-rule.validateExpressions` fails the start
 //!   if any of its expressions is not valid MetricsQL).
 //!
-//! Tolerance: [`TOL`] = 2 percentage points, as in the Prometheus tier, for levels held
-//! still long enough to fill the window; the load-change check uses bounds, not a level.
-//! The two query languages differ exactly where the fake exporter's levels change and at
-//! window edges: MetricsQL's `rate` does not extrapolate to the window's ends as PromQL's
-//! does — it takes the slope from the last sample *before* the window (or the window's
-//! first sample when there is none) to the last sample inside it — and a MetricsQL
-//! subquery `[1h:1m]` / `[1d:5m]` takes its steps on a grid aligned to the step with the
-//! window open at its start, where Prometheus 2.42 closes both ends. Over steady levels
-//! both give the exact level (the cpu rule is a ratio of rates, so any shortfall cancels);
-//! across a change each lands somewhere between the two levels, which is why
-//! the change is checked only as "moved, but not all the way" (the Prometheus tier's
-//! bounds). The measured deviations are printed (`--nocapture`).
+//! Tolerance: [`TOL`] = 2 percentage points, the Prometheus tier's, on levels held long
+//! enough to fill the windows. Measured here: 0.000 pp off on all six metrics for both
+//! nodes, live and backfilled (printed with `--nocapture`). It is not tightened, because the
+//! two languages do differ, and the subset should make the same claim on both backends;
+//! the differences, seen on 1.79 with hand-made series:
+//! - MetricsQL's `rate` / `increase` never extrapolate: they run from the last sample
+//!   *before* the window (or the window's first sample when there is none) to the last one
+//!   inside it; PromQL's extrapolate towards the window's ends. `increase(c[90s])` over a
+//!   counter sampled every 60 s at +1/s, 30 s after a sample, answers 60 on VictoriaMetrics
+//!   (the one minute between the two samples it uses) and 90 on Prometheus 2.42 (the same
+//!   minute extrapolated over the whole 90 s). In the cpu rule (a ratio of rates) whatever
+//!   a window misses is missing from both sides and cancels, so steady levels come out
+//!   exact on both.
+//! - Windows are open at their start on VictoriaMetrics: `max_over_time(g[1h])` and the
+//!   subquery `max_over_time(g[1h:1m])` at exactly `T + 1h` leave out the sample or step
+//!   at `T`, which Prometheus 2.42 includes (its range `[t - 1h, t]` is closed). Subquery
+//!   steps themselves fall on multiples of the step on both (checked with `[121s:1m]`):
+//!   a spike ending exactly one window back counts in PromQL and not in MetricsQL; the
+//!   test's spike is 3 h inside the 1 d window and 2.75 h outside the 1 h one.
+//!
+//! Across a load change each engine lands somewhere between the two levels, so the change
+//! is checked, as in the Prometheus tier, by bounds ("moved, but not all the way").
+//!
+//! Timing: the harness calls `/internal/force_flush` every 500 ms, without which 1.79 keeps
+//! every new series out of query results for ~10 s (see `waterline_tests::victoria`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -328,12 +341,15 @@ async fn live_5m_rules_have_the_prometheus_labels_and_follow_the_load() -> Resul
         assert_eq!(got, want, "{m}");
     }
 
-    // The collector reads both nodes' 5 m cpu and memory (node-b by its IP).
+    // The collector reads both nodes' 5 m cpu and memory (node-b by its IP), here through
+    // the path-prefixed form of the API (`/prometheus/api/v1/query`, as on Mimir and
+    // vmselect); the other tests use the root form.
     let map = "nodes:\n  - name: node-a\n    addresses: [10.0.0.1]\n  - name: node-b\n    addresses: [10.0.0.2]\n";
     let dir = tempfile::tempdir()?;
     let map_arg = format!("--node-map={}", write_file(dir.path(), "nodes.yaml", map));
     let five = [RULES[0], RULES[3]];
-    let (c, _policy_dir) = collector(&vm.url(), &policy(&five, "1s"), &[map_arg]).await?;
+    let prefixed = format!("{}/prometheus", vm.url());
+    let (c, _policy_dir) = collector(&prefixed, &policy(&five, "1s"), &[map_arg]).await?;
     wait_until(Duration::from_secs(15), || async {
         let list = list_nodes(&c).await?;
         for (n, cpu, mem) in [("node-a", 30.0, 40.0), ("node-b", 60.0, 75.0)] {
