@@ -1,7 +1,13 @@
 //! A fake node-exporter: serves `node_cpu_seconds_total`, `node_memory_MemTotal_bytes` and
 //! `node_memory_MemAvailable_bytes` for any number of fake nodes whose load the test sets, plus
 //! [`openmetrics_history`] to give the same nodes a past (for `promtool tsdb
-//! create-blocks-from openmetrics`).
+//! create-blocks-from openmetrics`; CPU and memory only).
+//!
+//! The extra dimensions of the shipped recording rules come with decoys the rules must
+//! leave out: `node_filesystem_{avail,size}_bytes` for the root mount (ext4) beside a tmpfs
+//! `/run`, an overlay and a full `/data` mount; `node_disk_io_time_seconds_total` for `sda`
+//! beside a saturated `loop0` and `dm-0`; `node_network_{receive,transmit}_bytes_total` for
+//! the physical `eth0` beside a much busier `lo` and `veth0a1b2c`.
 //!
 //! Each node is its own Prometheus target: the exporter serves `/nodes/<name>/metrics`, and
 //! [`FakeExporter::scrape_configs`] lists one static target per node with `__metrics_path__`
@@ -71,7 +77,19 @@ pub struct FakeNode {
     pub memory_used: f64,
     /// Label shape of the node's series.
     pub label: NodeLabel,
+    /// Used fraction of the root filesystem, 0..=1.
+    pub disk_used: f64,
+    /// Busy fraction of `sda` (`node_disk_io_time_seconds_total`), 0..=1.
+    pub disk_io_busy: f64,
+    /// Bytes per second received and transmitted on the physical `eth0`.
+    pub network_rx_bytes_per_second: f64,
+    pub network_tx_bytes_per_second: f64,
 }
+
+/// Size of every fake filesystem: 100 GiB.
+pub const FILESYSTEM_BYTES: u64 = 100 << 30;
+/// What the decoy interfaces (`lo`, a veth) carry: far more than any physical test rate.
+const DECOY_BYTES_PER_SECOND: f64 = 5e9;
 
 impl FakeNode {
     /// A node with 4 CPUs and 16 GiB, idle, labelled `node="<name>"`.
@@ -84,7 +102,28 @@ impl FakeNode {
             memory_bytes: 16 << 30,
             cpu_busy: 0.0,
             memory_used: 0.0,
+            disk_used: 0.0,
+            disk_io_busy: 0.0,
+            network_rx_bytes_per_second: 0.0,
+            network_tx_bytes_per_second: 0.0,
         }
+    }
+
+    pub fn with_disk_used(mut self, fraction: f64) -> FakeNode {
+        self.disk_used = fraction;
+        self
+    }
+
+    pub fn with_disk_io_busy(mut self, fraction: f64) -> FakeNode {
+        self.disk_io_busy = fraction;
+        self
+    }
+
+    /// Bytes per second received and transmitted on `eth0`.
+    pub fn with_network(mut self, rx_bytes_per_second: f64, tx_bytes_per_second: f64) -> FakeNode {
+        self.network_rx_bytes_per_second = rx_bytes_per_second;
+        self.network_tx_bytes_per_second = tx_bytes_per_second;
+        self
     }
 
     /// Same node, identified by `instance="<ip_port>"` and no `node` label.
@@ -152,6 +191,10 @@ impl FakeNode {
         ensure!(self.cores >= 1, "fake node {}: cores must be >= 1", self.name);
         check_fraction(&self.name, "cpu_busy", self.cpu_busy)?;
         check_fraction(&self.name, "memory_used", self.memory_used)?;
+        check_fraction(&self.name, "disk_used", self.disk_used)?;
+        check_fraction(&self.name, "disk_io_busy", self.disk_io_busy)?;
+        check_rate(&self.name, self.network_rx_bytes_per_second)?;
+        check_rate(&self.name, self.network_tx_bytes_per_second)?;
         if let NodeLabel::Instance(ip_port) = &self.label {
             ensure!(
                 ip_port.parse::<SocketAddr>().is_ok(),
@@ -168,6 +211,14 @@ fn check_fraction(node: &str, what: &str, f: f64) -> Result<()> {
     Ok(())
 }
 
+fn check_rate(node: &str, bytes_per_second: f64) -> Result<()> {
+    ensure!(
+        bytes_per_second.is_finite() && bytes_per_second >= 0.0,
+        "fake node {node}: network rate {bytes_per_second} must be a finite number >= 0"
+    );
+    Ok(())
+}
+
 /// A fake node's load at one moment (fractions 0..=1), for [`openmetrics_history`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NodeLoad {
@@ -180,16 +231,39 @@ struct NodeState {
     /// Busy and idle seconds of each CPU so far (all CPUs of a node are alike).
     busy_seconds: f64,
     idle_seconds: f64,
+    /// `sda`'s busy seconds, `eth0`'s bytes, and the seconds since start (the decoys').
+    io_seconds: f64,
+    rx_bytes: f64,
+    tx_bytes: f64,
+    elapsed_seconds: f64,
     last_update: Instant,
     serving: bool,
 }
 
 impl NodeState {
-    /// Brings the counters up to `now` at the current busy fraction.
+    fn new(spec: FakeNode, now: Instant) -> NodeState {
+        NodeState {
+            spec,
+            busy_seconds: 0.0,
+            idle_seconds: 0.0,
+            io_seconds: 0.0,
+            rx_bytes: 0.0,
+            tx_bytes: 0.0,
+            elapsed_seconds: 0.0,
+            last_update: now,
+            serving: true,
+        }
+    }
+
+    /// Brings the counters up to `now` at the current rates.
     fn integrate(&mut self, now: Instant) {
         let dt = now.saturating_duration_since(self.last_update).as_secs_f64();
         self.busy_seconds += dt * self.spec.cpu_busy;
         self.idle_seconds += dt * (1.0 - self.spec.cpu_busy);
+        self.io_seconds += dt * self.spec.disk_io_busy;
+        self.rx_bytes += dt * self.spec.network_rx_bytes_per_second;
+        self.tx_bytes += dt * self.spec.network_tx_bytes_per_second;
+        self.elapsed_seconds += dt;
         self.last_update = now;
     }
 }
@@ -212,13 +286,7 @@ impl FakeExporter {
         for spec in nodes {
             spec.validate()?;
             let name = spec.name.clone();
-            let state = NodeState {
-                spec,
-                busy_seconds: 0.0,
-                idle_seconds: 0.0,
-                last_update: now,
-                serving: true,
-            };
+            let state = NodeState::new(spec, now);
             ensure!(map.insert(name.clone(), state).is_none(), "fake node {name} listed twice");
         }
         let nodes: Nodes = Arc::new(Mutex::new(map));
@@ -266,6 +334,32 @@ impl FakeExporter {
     pub fn set_memory_used(&self, name: &str, fraction: f64) -> Result<()> {
         check_fraction(name, "memory_used", fraction)?;
         self.with_node(name, |state| state.spec.memory_used = fraction)
+    }
+
+    /// Sets a node's used fraction of its root filesystem.
+    pub fn set_disk_used(&self, name: &str, fraction: f64) -> Result<()> {
+        check_fraction(name, "disk_used", fraction)?;
+        self.with_node(name, |state| state.spec.disk_used = fraction)
+    }
+
+    /// Sets `sda`'s busy fraction from now on; the counter carries on from where it is.
+    pub fn set_disk_io_busy(&self, name: &str, fraction: f64) -> Result<()> {
+        check_fraction(name, "disk_io_busy", fraction)?;
+        self.with_node(name, |state| {
+            state.integrate(wall_now());
+            state.spec.disk_io_busy = fraction;
+        })
+    }
+
+    /// Sets `eth0`'s receive and transmit rates from now on.
+    pub fn set_network(&self, name: &str, rx_bytes_per_second: f64, tx: f64) -> Result<()> {
+        check_rate(name, rx_bytes_per_second)?;
+        check_rate(name, tx)?;
+        self.with_node(name, |state| {
+            state.integrate(wall_now());
+            state.spec.network_rx_bytes_per_second = rx_bytes_per_second;
+            state.spec.network_tx_bytes_per_second = tx;
+        })
     }
 
     /// `false` makes the node's page answer 503 (its target goes `up == 0` and its series
@@ -377,11 +471,77 @@ fn render_nodes<'a>(states: impl Iterator<Item = &'a NodeState> + Clone) -> Stri
     }
     out.push_str("# HELP node_memory_MemTotal_bytes Memory information field MemTotal_bytes.\n");
     out.push_str("# TYPE node_memory_MemTotal_bytes gauge\n");
-    for s in states {
+    for s in states.clone() {
         let _ =
             writeln!(out, "node_memory_MemTotal_bytes{} {}", braces(&s.spec), s.spec.memory_bytes);
     }
+    render_dimensions(&mut out, states);
     out
+}
+
+/// The filesystems of a fake node: (mountpoint, device, fstype, used fraction).
+fn filesystems(node: &FakeNode) -> [(&'static str, &'static str, &'static str, f64); 4] {
+    [
+        ("/", "/dev/sda1", "ext4", node.disk_used),
+        ("/run", "tmpfs", "tmpfs", 0.5),
+        ("/var/lib/docker/overlay2/0f3c/merged", "overlay", "overlay", 0.99),
+        ("/data", "/dev/sdb1", "ext4", 0.95),
+    ]
+}
+
+/// Disk space, disk IO and network families, each with its decoys.
+fn render_dimensions<'a>(out: &mut String, states: impl Iterator<Item = &'a NodeState> + Clone) {
+    for (family, help, avail) in [
+        (
+            "node_filesystem_avail_bytes",
+            "Filesystem space available to non-root users in bytes.",
+            true,
+        ),
+        ("node_filesystem_size_bytes", "Filesystem size in bytes.", false),
+    ] {
+        let _ = writeln!(out, "# HELP {family} {help}\n# TYPE {family} gauge");
+        for s in states.clone() {
+            let extra = extra_labels(&s.spec);
+            for (mountpoint, device, fstype, used) in filesystems(&s.spec) {
+                let size = FILESYSTEM_BYTES as f64;
+                let value = if avail { (size * (1.0 - used)).round() } else { size };
+                let _ = writeln!(
+                    out,
+                    "{family}{{device=\"{device}\",fstype=\"{fstype}\",mountpoint=\"{mountpoint}\"{extra}}} {value}"
+                );
+            }
+        }
+    }
+    out.push_str("# HELP node_disk_io_time_seconds_total Total seconds spent doing I/Os.\n");
+    out.push_str("# TYPE node_disk_io_time_seconds_total counter\n");
+    for s in states.clone() {
+        let extra = extra_labels(&s.spec);
+        for (device, value) in
+            [("sda", s.io_seconds), ("loop0", s.elapsed_seconds), ("dm-0", s.elapsed_seconds)]
+        {
+            let _ = writeln!(
+                out,
+                "node_disk_io_time_seconds_total{{device=\"{device}\"{extra}}} {value}"
+            );
+        }
+    }
+    for (family, direction) in [
+        ("node_network_receive_bytes_total", "received"),
+        ("node_network_transmit_bytes_total", "transmitted"),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {family} Network device statistic {direction} bytes.\n# TYPE {family} counter"
+        );
+        for s in states.clone() {
+            let extra = extra_labels(&s.spec);
+            let physical = if direction == "received" { s.rx_bytes } else { s.tx_bytes };
+            let decoy = s.elapsed_seconds * DECOY_BYTES_PER_SECOND;
+            for (device, value) in [("eth0", physical), ("lo", decoy), ("veth0a1b2c", decoy)] {
+                let _ = writeln!(out, "{family}{{device=\"{device}\"{extra}}} {value}");
+            }
+        }
+    }
 }
 
 fn cpu_modes(busy: f64, idle: f64) -> [(&'static str, f64); 3] {
@@ -511,6 +671,52 @@ pub fn openmetrics_history(
                 node.memory_bytes,
                 fmt_ts(r.t)
             );
+        }
+    }
+    out.push_str("# EOF\n");
+    Ok(out)
+}
+
+/// [`openmetrics_history`] plus the disk IO and network counters of the extra dimensions,
+/// each node at its spec's constant rates (so a `rate(...[5m])` reads its full value from the
+/// first live evaluation on, instead of the share of the window the live scrapes cover).
+pub fn openmetrics_history_with_dimensions(
+    nodes: &[FakeNode],
+    start: SystemTime,
+    end: SystemTime,
+    step: Duration,
+    value_fn: impl Fn(&FakeNode, SystemTime) -> NodeLoad,
+) -> Result<String> {
+    let base = openmetrics_history(nodes, start, end, step, value_fn)?;
+    let mut out = base.strip_suffix("# EOF\n").context("history without # EOF")?.to_owned();
+    let start_s = unix_seconds(start)?;
+    let end_s = unix_seconds(end)?;
+    let step_s = step.as_secs_f64();
+    let steps = ((end_s - start_s) / step_s + 1e-9).floor() as u64;
+    let labels = |node: &FakeNode, device: &str| -> String {
+        let mut l =
+            format!("device=\"{device}\",instance=\"{}\",job=\"{JOB_NAME}\"", node.instance());
+        if let Some(n) = node.node_label() {
+            let _ = write!(l, ",node=\"{n}\"");
+        }
+        l
+    };
+    type Rate = fn(&FakeNode) -> f64;
+    let families: [(&str, &str, Rate); 3] = [
+        ("node_disk_io_time_seconds", "sda", |n| n.disk_io_busy),
+        ("node_network_receive_bytes", "eth0", |n| n.network_rx_bytes_per_second),
+        ("node_network_transmit_bytes", "eth0", |n| n.network_tx_bytes_per_second),
+    ];
+    for (family, device, rate) in families {
+        let _ =
+            writeln!(out, "# HELP {family} Fake node-exporter counter.\n# TYPE {family} counter");
+        for node in nodes {
+            let l = labels(node, device);
+            for i in 0..=steps {
+                let t = start_s + i as f64 * step_s;
+                let value = rate(node) * i as f64 * step_s;
+                let _ = writeln!(out, "{family}_total{{{l}}} {value} {}", fmt_ts(t));
+            }
         }
     }
     out.push_str("# EOF\n");

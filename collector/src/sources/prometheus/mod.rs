@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::Instrument;
 use waterline_core::UnixMillis;
-use waterline_core::policy::MetricSpec;
+use waterline_core::policy::{MetricSpec, Unit};
 use waterline_core::snapshot::{Capacity, Sample};
 use waterline_runtime::policy::PolicyHandle;
 
@@ -65,11 +65,12 @@ struct Shared {
     logged_unmapped: Mutex<HashSet<String>>,
 }
 
-/// What identifies a running metric task: a change of any of these restarts it.
-type TaskKey = (String, String, Duration);
+/// What identifies a running metric task: a change of any of these restarts it (the unit
+/// decides whether values are clamped).
+type TaskKey = (String, String, Duration, Unit);
 
 fn key(spec: &MetricSpec) -> TaskKey {
-    (spec.name.clone(), spec.query.clone(), spec.period.as_std())
+    (spec.name.clone(), spec.query.clone(), spec.period.as_std(), spec.unit)
 }
 
 /// Starts one task per policy metric (and the capacity task), issues every first query at
@@ -179,7 +180,10 @@ async fn poll_metric(
         match shared.query(&spec.name, &spec.query).await {
             Ok(series) => {
                 let node_labels = shared.policy.get().node_labels.clone();
-                let mapped = map_to_nodes(series, &node_labels, &shared.directory, true);
+                // Only a percent metric is clamped to 0..100: ratios, bytes and bytes per
+                // second pass through as Prometheus gave them, for the engine's unit.
+                let percent = spec.unit == Unit::Percent;
+                let mapped = map_to_nodes(series, &node_labels, &shared.directory, percent);
                 shared.account(&spec.name, &mapped);
                 let samples: BTreeMap<String, Sample> = mapped
                     .values
