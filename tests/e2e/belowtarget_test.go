@@ -44,9 +44,9 @@ import (
 //     node may get none — the simulator's memory-below-target numbers, and what was measured
 //     here by hand (README.md).
 //
-// Asserted: the hottest node that received pods ends with predicted cpu and memory
-// (observed + ledger, from the scorer's Score with explain) ≤ target + 10 pp, and no node's
-// predicted value passes any metric's filterAbove.
+// Asserted: the hottest node that received pods (the higher of its cpu and memory) ends
+// with predicted cpu and memory (observed + ledger, from the scorer's Score with explain)
+// ≤ target + 10 pp, and no node's predicted value passes any metric's filterAbove.
 const (
 	btNodes  = 12
 	btPods   = 30
@@ -165,10 +165,10 @@ func testMemoryBelowTarget(t *testing.T, path schedPath) {
 		rec.Runs = append(rec.Runs, run)
 		checkBelowTarget(t, path, pol, s.nodes, run, rec.combine())
 	}
+	rec.write(t, "six-metrics-"+string(path))
 	if recordDir() == "" {
 		return
 	}
-	rec.write(t, "six-metrics-"+string(path))
 
 	// The one-metric recording (cpu_usage_avg_5m alone) for sim/tests/agreement.rs: the
 	// same bursts on the same stack after the pods are gone and the policy is reloaded
@@ -198,9 +198,10 @@ func testMemoryBelowTarget(t *testing.T, path schedPath) {
 func checkBelowTarget(t *testing.T, path schedPath, pol shippedPolicy, nodes []string, run *burstRun, combine string) {
 	t.Helper()
 	final, counts := run.final, run.Counts
+	// The hottest node that received pods: the highest of its predicted cpu and memory.
 	hot := ""
 	for n, c := range counts {
-		if c > 0 && (hot == "" || final[n].cpu > final[hot].cpu) {
+		if c > 0 && (hot == "" || max(final[n].cpu, final[n].mem) > max(final[hot].cpu, final[hot].mem)) {
 			hot = n
 		}
 	}
@@ -223,15 +224,16 @@ func checkBelowTarget(t *testing.T, path schedPath, pol shippedPolicy, nodes []s
 	//
 	// Extender path: the extender protocol has no Reserve; the scorer learns a placement
 	// from the collector's pod watch (bind -> API server -> watch -> collector ->
-	// WatchNodes -> scorer). Measured here: bind ~7-16 ms after the decision, then a watch
-	// lag of ~17-50 ms (median per burst), against a scheduling cycle of ~18-60 ms. Every
+	// WatchNodes -> scorer). Measured here: bind ~7-40 ms after the decision, then a watch
+	// lag of ~17-50 ms (median per burst), against a scheduling cycle of ~12-45 ms. Every
 	// decision within that window is made on a ledger without the placement, and such pods
 	// can land together (kube-scheduler breaks the extender's 0..10 ties at random). The
 	// simulator replaying the measured timing ends ~25 % of bursts one pod past target + 10
-	// (51-53 %), and more with a longer lag (60 % at 80 ms); six real bursts all ended
-	// <= 49.5 % (README.md). So the extender path guarantees the plugin's bound loosened by
-	// the pods decided inside the stale window: target + 10 pp + stale × one pod's estimate,
-	// stale = ceil((bind + watch lag) / cycle) from this burst's own timing (at least 1).
+	// (51-53 % cpu), more with a longer lag (60 % at 80 ms); of 11 real bursts 3 ended at
+	// 51.5-54.8 % cpu and 5 at 53.8-62.5 % memory (5-6 pods on one node; README.md). So
+	// the extender path guarantees the plugin's bound loosened by the pods decided inside
+	// the stale window: target + 10 pp + stale × one pod's estimate, stale =
+	// ceil((bind + watch lag) / cycle) from this burst's own timing (at least 1).
 	// The same slack applies to the filter thresholds, which the extender's filter judges
 	// on the same stale ledger. Provisional reservations (another issue) would remove it.
 	slack := map[string]float64{}
@@ -465,6 +467,9 @@ func (r *recording) write(t *testing.T, name string) {
 	}
 	writeResult(t, "below-target-"+name+".json", string(text)+"\n")
 	dir := recordDir()
+	if dir == "" {
+		return
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
