@@ -154,6 +154,7 @@ impl Grpc {
         let request = pb::ReserveRequest {
             pod: Some(pod(&reserve_uid(self.run_id, i), "")),
             node_name: node_name(i as usize % self.cluster.max(1)),
+            provisional_ttl: None,
         };
         self.client(i).reserve(request).await.map_err(code)?;
         Ok(())
@@ -196,6 +197,7 @@ pub async fn collector_reserve(
             seconds: now.as_secs() as i64,
             nanos: now.subsec_nanos() as i32,
         }),
+        provisional_ttl: None,
     };
     client.reserve(request).await.map_err(code)?;
     Ok(())

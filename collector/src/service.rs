@@ -9,7 +9,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use waterline_api::v1 as pb;
 use waterline_api::v1::collector_service_server::CollectorService;
-use waterline_convert::{ToProto, listed_entry, required_pod, timestamp, unix_millis};
+use waterline_convert::{
+    ToProto, listed_entry, provisional_ttl, required_pod, timestamp, unix_millis,
+};
 use waterline_core::placement::placement;
 use waterline_core::{Delta, LedgerSource, Millis, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
@@ -157,16 +159,27 @@ impl CollectorService for Collector {
     ) -> Result<Response<pb::CollectorServiceReserveResponse>, Status> {
         let timer = self.rpc.start("Reserve");
         let request = request.into_inner();
+        let now = UnixMillis::now();
         let result = required_pod(request.pod.as_ref())
             .and_then(|pod| {
-                let placed_at =
-                    request.placed_at.as_ref().map_or_else(UnixMillis::now, unix_millis);
-                let source = LedgerSource::Reserve;
+                let placed_at = request.placed_at.as_ref().map_or(now, unix_millis);
+                // A provisional Reserve expires at its own time, counted from the decision.
+                let source = match provisional_ttl(request.provisional_ttl.as_ref())? {
+                    Some(ttl) => LedgerSource::Provisional { expires_at: placed_at.plus(ttl) },
+                    None => LedgerSource::Reserve,
+                };
                 Ok(placement(&self.policy.get(), pod, &request.node_name, placed_at, source)?)
             })
             .map(|entry| {
-                tracing::debug!(pod = %entry.uid, node = %entry.node, "reserve");
-                self.state.place(entry);
+                tracing::debug!(pod = %entry.uid, node = %entry.node, source = ?entry.source, "reserve");
+                // A guess forwarded after its expiry (the collector was away) is not news.
+                let stale = matches!(
+                    entry.source,
+                    LedgerSource::Provisional { expires_at } if expires_at <= now
+                );
+                if !stale {
+                    self.state.place(entry);
+                }
                 pb::CollectorServiceReserveResponse {}
             })
             .map_err(Status::from);

@@ -22,10 +22,15 @@ impl ToProto for LedgerEntry {
             source: match self.source {
                 LedgerSource::Reserve => pb::LedgerSource::Reserve,
                 LedgerSource::Watch => pb::LedgerSource::Watch,
+                LedgerSource::Provisional { .. } => pb::LedgerSource::Provisional,
             } as i32,
             labels: self.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             absorb_remaining: None,
             absorb_remaining_by_metric: Default::default(),
+            provisional_expires_at: match self.source {
+                LedgerSource::Provisional { expires_at } => Some(timestamp(expires_at)),
+                _ => None,
+            },
         }
     }
 }
@@ -46,6 +51,26 @@ pub fn listed_entry(
     }
 }
 
+/// `provisional_ttl` of a Reserve: `None` for an ordinary Reserve (unset or zero).
+pub fn provisional_ttl(
+    ttl: Option<&prost_types::Duration>,
+) -> Result<Option<Millis>, ConvertError> {
+    let Some(ttl) = ttl else { return Ok(None) };
+    let millis = millis(ttl);
+    match millis {
+        ..0 => Err(ConvertError::Negative { field: "provisional_ttl", value: millis }),
+        0 => Ok(None),
+        _ => Ok(Some(Millis(millis))),
+    }
+}
+
+/// A protobuf duration in whole milliseconds (a sub-millisecond rest rounds down, a
+/// positive duration below 1 ms up to 1 ms so it stays "set").
+fn millis(d: &prost_types::Duration) -> i64 {
+    let ms = d.seconds.saturating_mul(1000).saturating_add(i64::from(d.nanos) / 1_000_000);
+    if ms == 0 && (d.seconds > 0 || d.nanos > 0) { 1 } else { ms }
+}
+
 impl FromProto for LedgerEntry {
     type Proto = pb::LedgerEntry;
 
@@ -62,6 +87,11 @@ impl FromProto for LedgerEntry {
             usage: Usage { cpu_millis: entry.cpu_millis, memory_bytes: entry.memory_bytes },
             source: match pb::LedgerSource::try_from(entry.source) {
                 Ok(pb::LedgerSource::Watch) => LedgerSource::Watch,
+                // Without its expiry a guess cannot expire: treat it as a Reserve.
+                Ok(pb::LedgerSource::Provisional) => match &entry.provisional_expires_at {
+                    Some(at) => LedgerSource::Provisional { expires_at: unix_millis(at) },
+                    None => LedgerSource::Reserve,
+                },
                 _ => LedgerSource::Reserve,
             },
             labels: entry.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -92,6 +122,27 @@ mod tests {
         assert_eq!(LedgerEntry::from_proto(&entry().to_proto()).unwrap(), entry());
         let no_node = pb::LedgerEntry { node_name: String::new(), ..entry().to_proto() };
         assert_eq!(LedgerEntry::from_proto(&no_node), Err(ConvertError::IncompleteEntry));
+    }
+
+    #[test]
+    fn provisional_entries_round_trip_with_their_expiry() {
+        let expires_at = UnixMillis(1_800_000_010_500);
+        let guess = LedgerEntry { source: LedgerSource::Provisional { expires_at }, ..entry() };
+        let proto = guess.to_proto();
+        assert_eq!(proto.source, pb::LedgerSource::Provisional as i32);
+        assert_eq!(LedgerEntry::from_proto(&proto).unwrap(), guess);
+        assert_eq!(entry().to_proto().provisional_expires_at, None);
+        let no_expiry = pb::LedgerEntry { provisional_expires_at: None, ..proto };
+        assert_eq!(LedgerEntry::from_proto(&no_expiry).unwrap().source, LedgerSource::Reserve);
+    }
+
+    #[test]
+    fn provisional_ttls_are_positive_or_absent() {
+        let ttl = |seconds, nanos| Some(prost_types::Duration { seconds, nanos });
+        assert_eq!(provisional_ttl(None), Ok(None));
+        assert_eq!(provisional_ttl(ttl(0, 0).as_ref()), Ok(None));
+        assert_eq!(provisional_ttl(ttl(10, 500_000_000).as_ref()), Ok(Some(Millis(10_500))));
+        assert!(provisional_ttl(ttl(-1, 0).as_ref()).is_err());
     }
 
     #[test]

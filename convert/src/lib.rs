@@ -18,7 +18,7 @@ mod time;
 
 pub use answer::{filter_response, score_response};
 pub use delta::{Dropped, delta_from_proto};
-pub use ledger::listed_entry;
+pub use ledger::{listed_entry, provisional_ttl};
 pub use pod::{check_node_names, required_pod};
 pub use time::{duration, timestamp, unix_millis};
 

@@ -5,6 +5,15 @@
 //!
 //! Shaped like kubert's index: `apply` / `delete` / `reset(live)`, where a re-list replaces
 //! the view of live pods and so drops pods deleted while disconnected.
+//!
+//! Three sources, in rising order of trust: a **provisional** entry is a guess (the HTTP
+//! extender records the node it scored best, because kube-scheduler never tells it which one
+//! it chose), a **Reserve** is a scheduler's decision, a **Watch** entry is the pod bound.
+//! An entry is only ever replaced by one at least as trusted: a guess never overrides a
+//! decision, while a decision or the watch on the same node confirms a guess (keeping its
+//! earlier time) and on another node replaces it. Unconfirmed entries expire
+//! ([`Ledger::prune_unconfirmed`]): a Reserve after the policy's `reserve_ttl`, a
+//! provisional entry at its own, much shorter, `expires_at`.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -18,6 +27,34 @@ pub enum LedgerSource {
     Reserve,
     /// The pod watch saw `spec.nodeName` set.
     Watch,
+    /// A guess at the scheduler's choice (a Reserve with a provisional TTL), dropped at
+    /// `expires_at` unless a Reserve or the watch confirms it first.
+    Provisional { expires_at: UnixMillis },
+}
+
+impl LedgerSource {
+    /// Provisional < Reserve < Watch: an entry is replaced only by one at least as trusted.
+    fn trust(self) -> u8 {
+        match self {
+            LedgerSource::Provisional { .. } => 0,
+            LedgerSource::Reserve => 1,
+            LedgerSource::Watch => 2,
+        }
+    }
+
+    pub fn is_provisional(self) -> bool {
+        matches!(self, LedgerSource::Provisional { .. })
+    }
+
+    /// Whether an unconfirmed entry placed at `placed_at` has expired at `now`: a Reserve
+    /// after `reserve_ttl`, a provisional entry at its own expiry; watched ones never.
+    pub fn expired(self, placed_at: UnixMillis, now: UnixMillis, reserve_ttl: Millis) -> bool {
+        match self {
+            LedgerSource::Watch => false,
+            LedgerSource::Reserve => now.since(placed_at) >= reserve_ttl,
+            LedgerSource::Provisional { expires_at } => now >= expires_at,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -77,14 +114,20 @@ impl Ledger {
     ///
     /// The same pod on the same node is one placement: the earliest placement time is kept
     /// (a Reserve followed by the watch's PodScheduled time must not restart the clock) and
-    /// a watch confirmation upgrades the source. A different node is a move.
+    /// the more trusted source wins (a watch confirms a Reserve, either confirms a
+    /// provisional entry). A different node is a move. A provisional entry never replaces a
+    /// Reserve or watched entry of the same pod, on any node: it is a guess made before the
+    /// decision, so it can only be older news (a forwarded guess arriving late).
     pub fn apply(&mut self, entry: LedgerEntry) -> Option<LedgerEntry> {
         if let Some(existing) = self.get(&entry.uid) {
+            if entry.source.is_provisional() && !existing.source.is_provisional() {
+                return None;
+            }
             if existing.node == entry.node {
                 let merged = LedgerEntry {
                     placed_at: existing.placed_at.min(entry.placed_at),
-                    source: if existing.source == LedgerSource::Watch {
-                        LedgerSource::Watch
+                    source: if existing.source.trust() > entry.source.trust() {
+                        existing.source
                     } else {
                         entry.source
                     },
@@ -121,7 +164,8 @@ impl Ledger {
 
     /// Replaces the watched view with `live` (a fresh list of placed pods). Reserve entries
     /// the list does not show yet are kept while younger than `reserve_grace` (their bind
-    /// may still be under way). Returns the uids that left the ledger.
+    /// may still be under way), provisional ones until they expire. Returns the uids that
+    /// left the ledger.
     pub fn reset(
         &mut self,
         live: impl IntoIterator<Item = LedgerEntry>,
@@ -133,7 +177,9 @@ impl Ledger {
         let removed: Vec<String> = self
             .iter()
             .filter(|e| !live_uids.contains(e.uid.as_str()))
-            .filter(|e| e.source == LedgerSource::Watch || now.since(e.placed_at) >= reserve_grace)
+            .filter(|e| {
+                e.source == LedgerSource::Watch || e.source.expired(e.placed_at, now, reserve_grace)
+            })
             .map(|e| e.uid.clone())
             .collect();
         for uid in &removed {
@@ -154,11 +200,12 @@ impl Ledger {
         }
     }
 
-    /// Drops Reserve entries no watch has confirmed within `ttl`. Returns their uids.
+    /// Drops Reserve entries no watch has confirmed within `ttl`, and provisional entries
+    /// past their own expiry. Returns their uids.
     pub fn prune_unconfirmed(&mut self, now: UnixMillis, ttl: Millis) -> Vec<String> {
         let expired: Vec<String> = self
             .iter()
-            .filter(|e| e.source == LedgerSource::Reserve && now.since(e.placed_at) >= ttl)
+            .filter(|e| e.source.expired(e.placed_at, now, ttl))
             .map(|e| e.uid.clone())
             .collect();
         for uid in &expired {

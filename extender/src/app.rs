@@ -14,6 +14,7 @@ use crate::bind::Binder;
 use crate::cache::ScoreCache;
 use crate::http::{normalize_prefix, router};
 use crate::metrics::Metrics;
+use crate::provisional::Provisional;
 use crate::scorer::ScorerClient;
 use crate::verbs::Extender;
 
@@ -54,6 +55,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         metrics,
         binder,
         cache: ScoreCache::new(args.score_cache_ttl, args.score_cache_size),
+        provisional: args
+            .provisional_reserve
+            .then(|| Provisional::new(args.provisional_reserve_ttl)),
     });
 
     tokio::spawn(admin.clone().serve(args.admin_addr, shutdown_signal()));

@@ -81,6 +81,27 @@ pub struct Args {
     #[arg(long, default_value_t = 10_000, env = "WATERLINE_SCORE_CACHE_SIZE")]
     pub score_cache_size: usize,
 
+    /// At prioritize, record the pod on the node it scored best as a provisional Reserve
+    /// (expiring after --provisional-reserve-ttl unless the bind verb or the pod watch
+    /// confirms it), so the next pods of a burst see it before the pod watch does.
+    /// `--provisional-reserve=false` turns it off.
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        env = "WATERLINE_PROVISIONAL_RESERVE"
+    )]
+    pub provisional_reserve: bool,
+
+    /// How long a provisional Reserve counts without confirmation. It only has to outlast
+    /// the bind's way to the pod watch (seconds); a wrong guess is replaced by the watch
+    /// as soon as the pod shows up on another node.
+    #[arg(long, default_value = "15s", value_parser = parse_std_duration, env = "WATERLINE_PROVISIONAL_RESERVE_TTL")]
+    pub provisional_reserve_ttl: Duration,
+
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -97,4 +118,24 @@ pub enum SizeError {
 pub fn parse_size(text: &str) -> Result<usize, SizeError> {
     let bytes = waterline_core::quantity::parse_bytes(text).map_err(SizeError::Quantity)?;
     usize::try_from(bytes).map_err(|_| SizeError::TooLarge(text.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provisional_reserve_is_on_by_default_and_turned_off_with_false() {
+        let parse = |extra: &[&str]| {
+            Args::try_parse_from(["waterline-extender"].iter().chain(extra)).unwrap()
+        };
+        assert!(parse(&[]).provisional_reserve);
+        assert!(parse(&["--provisional-reserve"]).provisional_reserve);
+        assert!(!parse(&["--provisional-reserve=false"]).provisional_reserve);
+        let args = parse(&["--provisional-reserve-ttl", "5s", "--score-cache-size", "0"]);
+        assert_eq!(
+            (args.provisional_reserve_ttl, args.score_cache_size),
+            (Duration::from_secs(5), 0)
+        );
+    }
 }

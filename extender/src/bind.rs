@@ -83,7 +83,7 @@ impl Binder {
         )
         .await
         .map_err(BindError::CreateBinding)?;
-        scorer.reserve(pod.to_info(), &args.node).await;
+        scorer.reserve(pod.to_info(), &args.node, None).await;
         Ok(())
     }
 }

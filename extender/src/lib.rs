@@ -27,6 +27,7 @@ pub mod http;
 pub mod mapping;
 pub mod metrics;
 pub mod pod;
+pub mod provisional;
 pub mod scorer;
 pub mod verbs;
 pub mod wire;

@@ -199,15 +199,29 @@ impl ScorerClient {
             .collect()
     }
 
-    /// Reserve after a bind; failures only cost the ledger a few seconds until the
-    /// collector's pod watch sees the binding, so they are logged, not returned.
-    pub async fn reserve(&self, pod: pb::PodInfo, node: &str) {
-        let request =
-            self.request(pb::ReserveRequest { pod: Some(pod), node_name: node.to_owned() });
+    /// Reserve after a bind, or with `provisional_ttl` a provisional one at prioritize;
+    /// failures only cost the ledger a few seconds until the collector's pod watch sees the
+    /// binding, so they are logged, not returned.
+    pub async fn reserve(&self, pod: pb::PodInfo, node: &str, provisional_ttl: Option<Duration>) {
+        let request = self.request(pb::ReserveRequest {
+            pod: Some(pod),
+            node_name: node.to_owned(),
+            provisional_ttl: provisional_ttl.and_then(|ttl| ttl.try_into().ok()),
+        });
         let mut client = self.client.clone();
         if let Err(failure) = self.call("Reserve", client.reserve(request)).await {
-            tracing::warn!(node, error = %failure, "Reserve after bind failed");
+            let what = if provisional_ttl.is_some() {
+                "provisional Reserve"
+            } else {
+                "Reserve after bind"
+            };
+            tracing::warn!(node, error = %failure, "{what} failed");
         }
+    }
+
+    /// `--scorer-timeout`.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Records that `verb` answered neutrally for `pod` because of `failure`.

@@ -19,6 +19,7 @@ use crate::cache::ScoreCache;
 use crate::mapping::{eviction_may_resolve, map_scores, neutral_priorities, short_reason};
 use crate::metrics::{CacheLabels, Metrics, VerbLabels};
 use crate::pod::Pod;
+use crate::provisional::{Provisional, best};
 use crate::scorer::{Evaluated, ScorerClient};
 use crate::wire::{
     BindingArgs, ErrorResult, ExtenderArgs, FailedNodesMap, FilterResult, HostPriority, NodeList,
@@ -40,6 +41,8 @@ pub struct Extender {
     pub binder: Option<Binder>,
     /// Filter's scores for prioritize, by pod uid.
     pub cache: ScoreCache,
+    /// Provisional Reserves at prioritize (`--provisional-reserve`).
+    pub provisional: Option<Provisional>,
 }
 
 /// A decoded filter or prioritize request: the pod, the candidate names in request order,
@@ -107,6 +110,10 @@ impl Extender {
         let rejected = if c.names.is_empty() || self.gated_out(&c.pod, "filter") {
             HashMap::new()
         } else {
+            if let Some(provisional) = &self.provisional {
+                // The previous pod's guess must be in the ledger this pod is judged on.
+                provisional.settled(self.scorer.timeout() / 2).await;
+            }
             match self.scorer.evaluate(c.pod.to_info(), &c.names).await {
                 Ok(Evaluated { rejected, scores }) => {
                     if let Some(scores) = scores {
@@ -189,6 +196,9 @@ impl Extender {
         };
         Ok(match scores {
             Ok(scores) => {
+                if let (Some(provisional), Some(at)) = (&self.provisional, best(&scores)) {
+                    provisional.record(&self.scorer, c.pod.to_info(), c.names[at].clone());
+                }
                 let mapped = map_scores(self.policy.get().extender_score_mapping, &scores);
                 c.names
                     .into_iter()

@@ -26,8 +26,8 @@ use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use waterline_api::v1 as pb;
 use waterline_api::v1::collector_service_client::CollectorServiceClient;
-use waterline_convert::timestamp;
-use waterline_core::UnixMillis;
+use waterline_convert::{duration, timestamp};
+use waterline_core::{Millis, UnixMillis};
 
 use crate::store::Store;
 use crate::sync::next_backoff;
@@ -53,7 +53,13 @@ pub struct ForwardMetrics {
 /// What to tell the collector about `pod`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Call {
-    Reserve { node: String, placed_at: UnixMillis },
+    /// `provisional_ttl` set: a provisional Reserve, which the collector expires at
+    /// `placed_at + provisional_ttl` unless confirmed.
+    Reserve {
+        node: String,
+        placed_at: UnixMillis,
+        provisional_ttl: Option<Millis>,
+    },
     Unreserve,
 }
 
@@ -166,11 +172,12 @@ async fn deliver(
     loop {
         let call = async {
             match &forward.call {
-                Call::Reserve { node, placed_at } => client
+                Call::Reserve { node, placed_at, provisional_ttl } => client
                     .reserve(pb::CollectorServiceReserveRequest {
                         pod: Some(forward.pod.clone()),
                         node_name: node.clone(),
                         placed_at: Some(timestamp(*placed_at)),
+                        provisional_ttl: provisional_ttl.map(duration),
                     })
                     .await
                     .map(|_| ()),

@@ -8,8 +8,8 @@ use tonic::{Request, Response, Status};
 use waterline_api::v1 as pb;
 use waterline_api::v1::scorer_service_server::ScorerService;
 use waterline_convert::{
-    ConvertError, FromProto, check_node_names, duration, filter_response, required_pod,
-    score_response,
+    ConvertError, FromProto, check_node_names, duration, filter_response, provisional_ttl,
+    required_pod, score_response,
 };
 use waterline_core::engine::{self, Stats};
 use waterline_core::placement::placement;
@@ -172,14 +172,27 @@ impl Scorer {
         Ok(score_response(request.node_names, outcome, request.scores_only, age))
     }
 
-    pub(crate) fn reserve_now(&self, request: pb::ReserveRequest) -> Result<pb::ReserveResponse, Status> {
+    /// A Reserve, or with `provisional_ttl` a provisional one (expiring at now + TTL unless
+    /// confirmed; see `Ledger::apply` for what it may replace).
+    pub(crate) fn reserve_now(
+        &self,
+        request: pb::ReserveRequest,
+    ) -> Result<pb::ReserveResponse, Status> {
         let pod_info = request.pod.unwrap_or_default();
         let pod = Pod::from_proto(&pod_info)?;
+        let provisional = provisional_ttl(request.provisional_ttl.as_ref())?;
         let now = UnixMillis::now();
-        let entry =
-            placement(&self.policy.get(), pod, &request.node_name, now, LedgerSource::Reserve)
-                .map_err(ConvertError::from)?;
-        let call = Call::Reserve { node: entry.node.clone(), placed_at: entry.placed_at };
+        let source = match provisional {
+            Some(ttl) => LedgerSource::Provisional { expires_at: now.plus(ttl) },
+            None => LedgerSource::Reserve,
+        };
+        let entry = placement(&self.policy.get(), pod, &request.node_name, now, source)
+            .map_err(ConvertError::from)?;
+        let call = Call::Reserve {
+            node: entry.node.clone(),
+            placed_at: entry.placed_at,
+            provisional_ttl: provisional,
+        };
         let seq = self.store.apply_local(PendingOp::Reserve(entry));
         // The collector gets the pod as sent: it estimates (and keeps labels) by its policy.
         self.forwarder.send(Forward { seq, call, pod: pod_info }, &self.store);

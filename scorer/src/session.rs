@@ -92,7 +92,11 @@ async fn run(
         let mut out = Vec::new();
         match request.message {
             Some(In::Reserve(r)) => {
-                let call = pb::ReserveRequest { pod: r.pod, node_name: r.node_name };
+                let call = pb::ReserveRequest {
+                    pod: r.pod,
+                    node_name: r.node_name,
+                    provisional_ttl: None,
+                };
                 if let Err(status) = scorer.reserve_now(call) {
                     tracing::warn!(error = %status.message(), "session Reserve refused");
                 }

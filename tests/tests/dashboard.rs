@@ -408,8 +408,11 @@ impl Traffic<'_> {
             ..Default::default()
         };
         client.score(score).await?;
-        let reserve =
-            pb::ReserveRequest { pod: Some(pod(&format!("r{round}"))), node_name: "node-a".into() };
+        let reserve = pb::ReserveRequest {
+            pod: Some(pod(&format!("r{round}"))),
+            node_name: "node-a".into(),
+            provisional_ttl: None,
+        };
         client.reserve(reserve).await?;
         for ext in [self.extender, self.fallback] {
             ext.post("filter", &self.ours).await?;

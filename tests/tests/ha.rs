@@ -57,7 +57,11 @@ async fn a_killed_collector_loses_no_placement() -> Result<()> {
     scorer.wait_ready(Duration::from_secs(20)).await?;
     let mut client = scorer.scorer_client().await?;
 
-    let reserve = |i: usize| pb::ReserveRequest { pod: Some(pod(i)), node_name: "node-a".into() };
+    let reserve = |i: usize| pb::ReserveRequest {
+        pod: Some(pod(i)),
+        node_name: "node-a".into(),
+        provisional_ttl: None,
+    };
     for i in 0..5 {
         client.reserve(reserve(i)).await?;
     }

@@ -72,7 +72,11 @@ async fn burst(policy: &str) -> Result<Vec<Vec<usize>>> {
             .max_by(|x, y| x.score.cmp(&y.score).then(y.node_name.cmp(&x.node_name)))
             .expect("at least one score");
         client
-            .reserve(pb::ReserveRequest { pod: Some(pod), node_name: best.node_name.clone() })
+            .reserve(pb::ReserveRequest {
+                pod: Some(pod),
+                node_name: best.node_name.clone(),
+                provisional_ttl: None,
+            })
             .await?;
         counts[NODES.iter().position(|n| *n == best.node_name).expect("known node")] += 1;
         history.push(counts.clone());
@@ -127,9 +131,19 @@ async fn reserve_reaches_the_collector_and_other_scorers() -> Result<()> {
     let b = scorer_b.scorer_client().await?;
 
     let pod = one_cpu_pod(1);
-    a.reserve(pb::ReserveRequest { pod: Some(pod.clone()), node_name: "node-b".into() }).await?;
+    a.reserve(pb::ReserveRequest {
+        pod: Some(pod.clone()),
+        node_name: "node-b".into(),
+        provisional_ttl: None,
+    })
+    .await?;
     // idempotent: a second Reserve changes nothing
-    a.reserve(pb::ReserveRequest { pod: Some(pod.clone()), node_name: "node-b".into() }).await?;
+    a.reserve(pb::ReserveRequest {
+        pod: Some(pod.clone()),
+        node_name: "node-b".into(),
+        provisional_ttl: None,
+    })
+    .await?;
 
     let ledger_on_b = |expected: f64| {
         let b = b.clone();
@@ -199,8 +213,12 @@ async fn anti_colocation_rejects_the_second_member_of_a_group() -> Result<()> {
         ..one_cpu_pod(i)
     };
     let mut a = scorer_a.scorer_client().await?;
-    a.reserve(pb::ReserveRequest { pod: Some(grouped(1, "redis-a")), node_name: "node-a".into() })
-        .await?;
+    a.reserve(pb::ReserveRequest {
+        pod: Some(grouped(1, "redis-a")),
+        node_name: "node-a".into(),
+        provisional_ttl: None,
+    })
+    .await?;
 
     let b = scorer_b.scorer_client().await?;
     let all: Vec<String> = NODES.iter().map(|n| n.to_string()).collect();

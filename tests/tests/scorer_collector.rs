@@ -246,12 +246,20 @@ async fn bad_requests_are_invalid_argument_with_a_reason() -> Result<()> {
         )
     );
     let status = client
-        .reserve(pb::ReserveRequest { pod: Some(pod("p", 1)), node_name: String::new() })
+        .reserve(pb::ReserveRequest {
+            pod: Some(pod("p", 1)),
+            node_name: String::new(),
+            provisional_ttl: None,
+        })
         .await
         .unwrap_err();
     assert_eq!((status.code(), status.message()), (Code::InvalidArgument, "node_name is required"));
     let status = client
-        .reserve(pb::ReserveRequest { pod: Some(pod("", 1)), node_name: "n1".into() })
+        .reserve(pb::ReserveRequest {
+            pod: Some(pod("", 1)),
+            node_name: "n1".into(),
+            provisional_ttl: None,
+        })
         .await
         .unwrap_err();
     assert_eq!((status.code(), status.message()), (Code::InvalidArgument, "pod.uid is required"));

@@ -141,3 +141,82 @@ fn placements_within_counts_by_window() {
     assert_eq!(ledger.placements_within("n1", now, Millis::from_mins(5)), 7);
     assert_eq!(ledger.placements_within("n1", now, Millis::from_mins(1)), 3);
 }
+
+fn provisional(ttl: Millis) -> LedgerSource {
+    LedgerSource::Provisional { expires_at: T0.plus(ttl) }
+}
+
+#[test]
+fn a_provisional_entry_expires_after_its_ttl_unless_a_watch_confirms_it() {
+    let reserve_ttl = Millis::from_mins(15);
+    let ttl = Millis::from_secs(10);
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("guess", "n1", T0, provisional(ttl)));
+    ledger.apply(entry("confirmed", "n1", T0, provisional(ttl)));
+    ledger.apply(entry("reserved", "n2", T0, LedgerSource::Reserve));
+    // Its own TTL, not reserve_ttl: still there just before, gone at it.
+    assert!(ledger.prune_unconfirmed(T0.plus(Millis(9_999)), reserve_ttl).is_empty());
+    let bound = T0.plus(Millis::from_secs(2));
+    let stored = ledger.apply(entry("confirmed", "n1", bound, LedgerSource::Watch)).unwrap();
+    assert_eq!((stored.source, stored.placed_at), (LedgerSource::Watch, T0));
+    assert_eq!(ledger.prune_unconfirmed(T0.plus(ttl), reserve_ttl), ["guess"]);
+    assert_eq!(ledger.get("confirmed").unwrap().node, "n1");
+    // The Reserve keeps its own, longer TTL.
+    assert_eq!(ledger.get("reserved").unwrap().source, LedgerSource::Reserve);
+    assert_eq!(ledger.prune_unconfirmed(T0.plus(reserve_ttl), reserve_ttl), ["reserved"]);
+}
+
+#[test]
+fn a_watch_entry_on_another_node_replaces_a_provisional_one() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("a", "n1", T0, provisional(Millis::from_secs(10))));
+    let bound = T0.plus(Millis(300));
+    let stored = ledger.apply(entry("a", "n2", bound, LedgerSource::Watch)).unwrap();
+    assert_eq!((stored.node.as_str(), stored.source), ("n2", LedgerSource::Watch));
+    assert!(ledger.on_node("n1").is_empty(), "the guess leaves the node it named");
+    assert_eq!(ledger.len(), 1);
+    // A Reserve on another node (the bind verb's) replaces it the same way.
+    ledger.apply(entry("b", "n1", T0, provisional(Millis::from_secs(10))));
+    ledger.apply(entry("b", "n3", bound, LedgerSource::Reserve));
+    assert_eq!(ledger.get("b").unwrap().node, "n3");
+    assert!(ledger.on_node("n1").is_empty());
+}
+
+#[test]
+fn a_reserve_confirms_a_provisional_entry_on_the_same_node_keeping_its_time() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("a", "n1", T0, provisional(Millis::from_secs(10))));
+    let bound = T0.plus(Millis(300));
+    let stored = ledger.apply(entry("a", "n1", bound, LedgerSource::Reserve)).unwrap();
+    assert_eq!((stored.source, stored.placed_at), (LedgerSource::Reserve, T0));
+    // Now a Reserve: its TTL is reserve_ttl, not the guess's.
+    assert!(ledger.prune_unconfirmed(T0.plus(Millis::from_secs(60)), WINDOW).is_empty());
+}
+
+#[test]
+fn a_provisional_entry_never_replaces_a_decision() {
+    let guess = |node: &str| entry("a", node, T0.plus(Millis(5)), provisional(Millis(10_000)));
+    for decided in [LedgerSource::Reserve, LedgerSource::Watch] {
+        let mut ledger = Ledger::default();
+        ledger.apply(entry("a", "n1", T0, decided));
+        assert_eq!(ledger.apply(guess("n2")), None, "{decided:?}: another node");
+        assert_eq!(ledger.apply(guess("n1")), None, "{decided:?}: the same node");
+        let kept = ledger.get("a").unwrap();
+        assert_eq!((kept.node.as_str(), kept.source), ("n1", decided));
+    }
+    // A newer guess replaces an older one (the pod was prioritized again).
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("a", "n1", T0, provisional(Millis(10_000))));
+    let again = T0.plus(Millis(20_000));
+    let renewed = LedgerSource::Provisional { expires_at: again.plus(Millis(10_000)) };
+    assert_eq!(ledger.apply(entry("a", "n2", again, renewed)).unwrap().node, "n2");
+}
+
+#[test]
+fn a_relist_keeps_provisional_entries_until_they_expire() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("guess", "n1", T0, provisional(Millis::from_secs(10))));
+    let grace = Millis::from_secs(1);
+    assert!(ledger.reset([], T0.plus(Millis::from_secs(5)), grace).is_empty());
+    assert_eq!(ledger.reset([], T0.plus(Millis::from_secs(10)), grace), ["guess"]);
+}

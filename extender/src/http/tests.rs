@@ -20,6 +20,7 @@ use waterline_runtime::policy::PolicyHandle;
 use super::*;
 use crate::cache::ScoreCache;
 use crate::metrics::{CacheLabels, FallbackLabels, Metrics, VerbLabels};
+use crate::provisional::Provisional;
 use crate::scorer::ScorerClient;
 
 /// Answers from fixed tables; counts calls (in all and per RPC); optionally slow.
@@ -35,7 +36,11 @@ struct FakeScorer {
     calls: Arc<AtomicUsize>,
     by_rpc: Arc<Mutex<HashMap<&'static str, usize>>>,
     last_pod: Arc<Mutex<Option<pb::PodInfo>>>,
+    reserves: Reserves,
 }
+
+/// Every Reserve: (pod uid, node, provisional TTL in seconds).
+type Reserves = Arc<Mutex<Vec<(String, String, Option<i64>)>>>;
 
 impl FakeScorer {
     async fn called(&self, rpc: &'static str) {
@@ -130,8 +135,13 @@ impl ScorerService for FakeScorer {
 
     async fn reserve(
         &self,
-        _: GrpcRequest<pb::ReserveRequest>,
+        request: GrpcRequest<pb::ReserveRequest>,
     ) -> Result<GrpcResponse<pb::ReserveResponse>, Status> {
+        self.called("Reserve").await;
+        let request = request.into_inner();
+        let uid = request.pod.unwrap_or_default().uid;
+        let ttl = request.provisional_ttl.map(|d| d.seconds);
+        self.reserves.lock().unwrap().push((uid, request.node_name, ttl));
         Ok(GrpcResponse::new(pb::ReserveResponse {}))
     }
 
@@ -149,6 +159,7 @@ struct Setup {
     calls: Arc<AtomicUsize>,
     by_rpc: Arc<Mutex<HashMap<&'static str, usize>>>,
     last_pod: Arc<Mutex<Option<pb::PodInfo>>>,
+    reserves: Reserves,
 }
 
 impl Setup {
@@ -189,7 +200,7 @@ fn extender(
     timeout: Duration,
     max_body: usize,
 ) -> (Arc<Extender>, axum::Router) {
-    extender_with(url, mapping, timeout, max_body, Duration::from_secs(30))
+    extender_with(url, mapping, timeout, max_body, Duration::from_secs(30), None)
 }
 
 fn extender_with(
@@ -198,6 +209,7 @@ fn extender_with(
     timeout: Duration,
     max_body: usize,
     cache_ttl: Duration,
+    provisional_ttl: Option<Duration>,
 ) -> (Arc<Extender>, axum::Router) {
     let channel = tonic::transport::Endpoint::from_shared(url).unwrap().connect_lazy();
     let policy = Policy { extender_score_mapping: mapping, ..Policy::default() };
@@ -210,6 +222,7 @@ fn extender_with(
         metrics,
         binder: None,
         cache: ScoreCache::new(cache_ttl, 100),
+        provisional: provisional_ttl.map(Provisional::new),
     });
     let router = crate::router(extender.clone(), "/waterline/v1", max_body);
     (extender, router)
@@ -220,13 +233,23 @@ async fn setup_with(fake: FakeScorer, mapping: ScoreMapping) -> Setup {
 }
 
 async fn setup_cached(fake: FakeScorer, mapping: ScoreMapping, cache_ttl: Duration) -> Setup {
+    setup_full(fake, mapping, cache_ttl, None).await
+}
+
+async fn setup_full(
+    fake: FakeScorer,
+    mapping: ScoreMapping,
+    cache_ttl: Duration,
+    provisional_ttl: Option<Duration>,
+) -> Setup {
     let calls = fake.calls.clone();
     let by_rpc = fake.by_rpc.clone();
     let last_pod = fake.last_pod.clone();
+    let reserves = fake.reserves.clone();
     let url = start_fake(fake).await;
     let (extender, router) =
-        extender_with(url, mapping, Duration::from_secs(2), 1 << 20, cache_ttl);
-    Setup { router, extender, calls, by_rpc, last_pod }
+        extender_with(url, mapping, Duration::from_secs(2), 1 << 20, cache_ttl, provisional_ttl);
+    Setup { router, extender, calls, by_rpc, last_pod, reserves }
 }
 
 async fn setup() -> Setup {
@@ -444,6 +467,46 @@ async fn a_scorer_without_evaluate_gets_filter_and_score_as_before() {
     assert_eq!(s.rpcs(), [("Evaluate", 1), ("Filter", 2), ("Score", 1)]);
     let labels = FallbackLabels { verb: "filter".into(), reason: "error".into() };
     assert_eq!(s.extender.metrics.fallbacks.get_or_create(&labels).get(), 0);
+}
+
+/// Waits (hang guard only, no timing assertion) until the fake has seen `count` Reserves.
+async fn reserves_reach(s: &Setup, count: usize) -> Vec<(String, String, Option<i64>)> {
+    let wait = async {
+        loop {
+            let seen = s.reserves.lock().unwrap().clone();
+            if seen.len() >= count {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), wait).await.expect("no Reserve arrived")
+}
+
+#[tokio::test]
+async fn prioritize_sends_one_provisional_reserve_for_the_best_node() {
+    let fake = FakeScorer {
+        scores: [("a".into(), 80), ("b".into(), 90), ("c".into(), 90)].into(),
+        ..FakeScorer::default()
+    };
+    let ttl = Some(Duration::from_secs(15));
+    let s = setup_full(fake, ScoreMapping::Round, Duration::from_secs(30), ttl).await;
+    post(&s.router, "filter", names_body(POD, &["a", "b", "c"])).await;
+    // b and c tie at the top: the first in the request's order is the guess.
+    let (_, body) = post(&s.router, "prioritize", names_body(POD, &["a", "b", "c"])).await;
+    assert_eq!(body, r#"[{"Host":"a","Score":8},{"Host":"b","Score":9},{"Host":"c","Score":9}]"#);
+    assert_eq!(reserves_reach(&s, 1).await, [("u-1".to_owned(), "b".to_owned(), Some(15))]);
+    // The next filter waits for it (here it is long done) and is still the pod's only
+    // other call.
+    post(&s.router, "filter", names_body(POD, &["a", "c"])).await;
+    assert_eq!(s.rpcs(), [("Evaluate", 2), ("Reserve", 1)]);
+    // A miss answered by Score guesses the same way; the other order picks c.
+    post(&s.router, "prioritize", names_body(POD, &["c", "b"])).await;
+    assert_eq!(reserves_reach(&s, 2).await[1], ("u-1".to_owned(), "c".to_owned(), Some(15)));
+    // No guess from a neutral answer: another scheduler's pod.
+    post(&s.router, "prioritize", names_body(OTHER_POD, &["a", "b"])).await;
+    post(&s.router, "filter", names_body(POD, &["a"])).await;
+    assert_eq!(s.reserves.lock().unwrap().len(), 2);
 }
 
 #[tokio::test]

@@ -96,7 +96,8 @@ fn pod(uid: &str) -> pb::PodInfo {
 
 fn reserve(store: &Store, forwarder: &Forwarder, uid: &str) {
     let seq = store.apply_local(PendingOp::Reserve(entry(uid)));
-    let call = Call::Reserve { node: "n1".into(), placed_at: UnixMillis(1000) };
+    let call =
+        Call::Reserve { node: "n1".into(), placed_at: UnixMillis(1000), provisional_ttl: None };
     forwarder.send(Forward { seq, call, pod: pod(uid) }, store);
 }
 

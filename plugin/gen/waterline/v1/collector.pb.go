@@ -9,6 +9,7 @@ package waterlinev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -346,9 +347,12 @@ type CollectorServiceReserveRequest struct {
 	Pod      *PodInfo               `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
 	NodeName string                 `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	// When the scheduler decided (a scorer forwards its own Reserve time); now when unset.
-	PlacedAt      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=placed_at,json=placedAt,proto3" json:"placed_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PlacedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=placed_at,json=placedAt,proto3" json:"placed_at,omitempty"`
+	// A provisional placement (ReserveRequest.provisional_ttl, forwarded): it expires at
+	// placed_at + provisional_ttl unless confirmed. Unset or zero: an ordinary Reserve.
+	ProvisionalTtl *durationpb.Duration `protobuf:"bytes,4,opt,name=provisional_ttl,json=provisionalTtl,proto3" json:"provisional_ttl,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CollectorServiceReserveRequest) Reset() {
@@ -398,6 +402,13 @@ func (x *CollectorServiceReserveRequest) GetNodeName() string {
 func (x *CollectorServiceReserveRequest) GetPlacedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.PlacedAt
+	}
+	return nil
+}
+
+func (x *CollectorServiceReserveRequest) GetProvisionalTtl() *durationpb.Duration {
+	if x != nil {
+		return x.ProvisionalTtl
 	}
 	return nil
 }
@@ -530,7 +541,7 @@ var File_waterline_v1_collector_proto protoreflect.FileDescriptor
 
 const file_waterline_v1_collector_proto_rawDesc = "" +
 	"\n" +
-	"\x1cwaterline/v1/collector.proto\x12\fwaterline.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18waterline/v1/types.proto\"3\n" +
+	"\x1cwaterline/v1/collector.proto\x12\fwaterline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18waterline/v1/types.proto\"3\n" +
 	"\x11WatchNodesRequest\x12\x1e\n" +
 	"\n" +
 	"subscriber\x18\x01 \x01(\tR\n" +
@@ -555,11 +566,12 @@ const file_waterline_v1_collector_proto_rawDesc = "" +
 	"\x11ListNodesResponse\x12-\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x17.waterline.v1.NodeStateR\x05nodes\x121\n" +
 	"\x06ledger\x18\x02 \x03(\v2\x19.waterline.v1.LedgerEntryR\x06ledger\x124\n" +
-	"\ametrics\x18\x03 \x03(\v2\x1a.waterline.v1.MetricStatusR\ametrics\"\x9f\x01\n" +
+	"\ametrics\x18\x03 \x03(\v2\x1a.waterline.v1.MetricStatusR\ametrics\"\xe3\x01\n" +
 	"\x1eCollectorServiceReserveRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x127\n" +
-	"\tplaced_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bplacedAt\"!\n" +
+	"\tplaced_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bplacedAt\x12B\n" +
+	"\x0fprovisional_ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eprovisionalTtl\"!\n" +
 	"\x1fCollectorServiceReserveResponse\"h\n" +
 	" CollectorServiceUnreserveRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
@@ -600,6 +612,7 @@ var file_waterline_v1_collector_proto_goTypes = []any{
 	(*LedgerEntry)(nil),                       // 10: waterline.v1.LedgerEntry
 	(*timestamppb.Timestamp)(nil),             // 11: google.protobuf.Timestamp
 	(*PodInfo)(nil),                           // 12: waterline.v1.PodInfo
+	(*durationpb.Duration)(nil),               // 13: google.protobuf.Duration
 }
 var file_waterline_v1_collector_proto_depIdxs = []int32{
 	9,  // 0: waterline.v1.WatchNodesResponse.nodes:type_name -> waterline.v1.NodeState
@@ -611,20 +624,21 @@ var file_waterline_v1_collector_proto_depIdxs = []int32{
 	3,  // 6: waterline.v1.ListNodesResponse.metrics:type_name -> waterline.v1.MetricStatus
 	12, // 7: waterline.v1.CollectorServiceReserveRequest.pod:type_name -> waterline.v1.PodInfo
 	11, // 8: waterline.v1.CollectorServiceReserveRequest.placed_at:type_name -> google.protobuf.Timestamp
-	12, // 9: waterline.v1.CollectorServiceUnreserveRequest.pod:type_name -> waterline.v1.PodInfo
-	0,  // 10: waterline.v1.CollectorService.WatchNodes:input_type -> waterline.v1.WatchNodesRequest
-	2,  // 11: waterline.v1.CollectorService.ListNodes:input_type -> waterline.v1.ListNodesRequest
-	5,  // 12: waterline.v1.CollectorService.Reserve:input_type -> waterline.v1.CollectorServiceReserveRequest
-	7,  // 13: waterline.v1.CollectorService.Unreserve:input_type -> waterline.v1.CollectorServiceUnreserveRequest
-	1,  // 14: waterline.v1.CollectorService.WatchNodes:output_type -> waterline.v1.WatchNodesResponse
-	4,  // 15: waterline.v1.CollectorService.ListNodes:output_type -> waterline.v1.ListNodesResponse
-	6,  // 16: waterline.v1.CollectorService.Reserve:output_type -> waterline.v1.CollectorServiceReserveResponse
-	8,  // 17: waterline.v1.CollectorService.Unreserve:output_type -> waterline.v1.CollectorServiceUnreserveResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	13, // 9: waterline.v1.CollectorServiceReserveRequest.provisional_ttl:type_name -> google.protobuf.Duration
+	12, // 10: waterline.v1.CollectorServiceUnreserveRequest.pod:type_name -> waterline.v1.PodInfo
+	0,  // 11: waterline.v1.CollectorService.WatchNodes:input_type -> waterline.v1.WatchNodesRequest
+	2,  // 12: waterline.v1.CollectorService.ListNodes:input_type -> waterline.v1.ListNodesRequest
+	5,  // 13: waterline.v1.CollectorService.Reserve:input_type -> waterline.v1.CollectorServiceReserveRequest
+	7,  // 14: waterline.v1.CollectorService.Unreserve:input_type -> waterline.v1.CollectorServiceUnreserveRequest
+	1,  // 15: waterline.v1.CollectorService.WatchNodes:output_type -> waterline.v1.WatchNodesResponse
+	4,  // 16: waterline.v1.CollectorService.ListNodes:output_type -> waterline.v1.ListNodesResponse
+	6,  // 17: waterline.v1.CollectorService.Reserve:output_type -> waterline.v1.CollectorServiceReserveResponse
+	8,  // 18: waterline.v1.CollectorService.Unreserve:output_type -> waterline.v1.CollectorServiceUnreserveResponse
+	15, // [15:19] is the sub-list for method output_type
+	11, // [11:15] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_collector_proto_init() }

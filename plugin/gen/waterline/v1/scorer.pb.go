@@ -1194,11 +1194,20 @@ func (x *ScoreTerm) GetStale() bool {
 }
 
 type ReserveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pod           *PodInfo               `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
-	NodeName      string                 `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Pod      *PodInfo               `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	NodeName string                 `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// Set (positive) when the placement is a guess, not a decision: a caller that never
+	// learns the scheduler's choice in time (the HTTP extender, at prioritize) records the pod
+	// on the node it scored best, so the next pods see it before the pod watch does. The entry
+	// is provisional (LEDGER_SOURCE_PROVISIONAL): it leaves the ledger after this long unless a
+	// Reserve without provisional_ttl or the pod watch confirms it on the same node; the pod
+	// watch (or a Reserve) on another node replaces it; and it never replaces an entry of the
+	// same pod that is not provisional. Unset or zero: an ordinary Reserve. Negative:
+	// INVALID_ARGUMENT.
+	ProvisionalTtl *durationpb.Duration `protobuf:"bytes,3,opt,name=provisional_ttl,json=provisionalTtl,proto3" json:"provisional_ttl,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReserveRequest) Reset() {
@@ -1243,6 +1252,13 @@ func (x *ReserveRequest) GetNodeName() string {
 		return x.NodeName
 	}
 	return ""
+}
+
+func (x *ReserveRequest) GetProvisionalTtl() *durationpb.Duration {
+	if x != nil {
+		return x.ProvisionalTtl
+	}
+	return nil
 }
 
 type ReserveResponse struct {
@@ -1470,10 +1486,11 @@ const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\vcurve_score\x18\x06 \x01(\x01R\n" +
 	"curveScore\x12\x16\n" +
 	"\x06weight\x18\a \x01(\x01R\x06weight\x12\x14\n" +
-	"\x05stale\x18\b \x01(\bR\x05stale\"V\n" +
+	"\x05stale\x18\b \x01(\bR\x05stale\"\x9a\x01\n" +
 	"\x0eReserveRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
-	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"\x11\n" +
+	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12B\n" +
+	"\x0fprovisional_ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x0eprovisionalTtl\"\x11\n" +
 	"\x0fReserveResponse\"X\n" +
 	"\x10UnreserveRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
@@ -1549,24 +1566,25 @@ var file_waterline_v1_scorer_proto_depIdxs = []int32{
 	23, // 18: waterline.v1.ScoreResponse.snapshot_age:type_name -> google.protobuf.Duration
 	15, // 19: waterline.v1.NodeScore.terms:type_name -> waterline.v1.ScoreTerm
 	22, // 20: waterline.v1.ReserveRequest.pod:type_name -> waterline.v1.PodInfo
-	22, // 21: waterline.v1.UnreserveRequest.pod:type_name -> waterline.v1.PodInfo
-	10, // 22: waterline.v1.ScorerService.Filter:input_type -> waterline.v1.FilterRequest
-	12, // 23: waterline.v1.ScorerService.Score:input_type -> waterline.v1.ScoreRequest
-	16, // 24: waterline.v1.ScorerService.Reserve:input_type -> waterline.v1.ReserveRequest
-	18, // 25: waterline.v1.ScorerService.Unreserve:input_type -> waterline.v1.UnreserveRequest
-	0,  // 26: waterline.v1.ScorerService.Evaluate:input_type -> waterline.v1.EvaluateRequest
-	2,  // 27: waterline.v1.ScorerService.Session:input_type -> waterline.v1.SessionRequest
-	11, // 28: waterline.v1.ScorerService.Filter:output_type -> waterline.v1.FilterResponse
-	13, // 29: waterline.v1.ScorerService.Score:output_type -> waterline.v1.ScoreResponse
-	17, // 30: waterline.v1.ScorerService.Reserve:output_type -> waterline.v1.ReserveResponse
-	19, // 31: waterline.v1.ScorerService.Unreserve:output_type -> waterline.v1.UnreserveResponse
-	1,  // 32: waterline.v1.ScorerService.Evaluate:output_type -> waterline.v1.EvaluateResponse
-	6,  // 33: waterline.v1.ScorerService.Session:output_type -> waterline.v1.SessionResponse
-	28, // [28:34] is the sub-list for method output_type
-	22, // [22:28] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	23, // 21: waterline.v1.ReserveRequest.provisional_ttl:type_name -> google.protobuf.Duration
+	22, // 22: waterline.v1.UnreserveRequest.pod:type_name -> waterline.v1.PodInfo
+	10, // 23: waterline.v1.ScorerService.Filter:input_type -> waterline.v1.FilterRequest
+	12, // 24: waterline.v1.ScorerService.Score:input_type -> waterline.v1.ScoreRequest
+	16, // 25: waterline.v1.ScorerService.Reserve:input_type -> waterline.v1.ReserveRequest
+	18, // 26: waterline.v1.ScorerService.Unreserve:input_type -> waterline.v1.UnreserveRequest
+	0,  // 27: waterline.v1.ScorerService.Evaluate:input_type -> waterline.v1.EvaluateRequest
+	2,  // 28: waterline.v1.ScorerService.Session:input_type -> waterline.v1.SessionRequest
+	11, // 29: waterline.v1.ScorerService.Filter:output_type -> waterline.v1.FilterResponse
+	13, // 30: waterline.v1.ScorerService.Score:output_type -> waterline.v1.ScoreResponse
+	17, // 31: waterline.v1.ScorerService.Reserve:output_type -> waterline.v1.ReserveResponse
+	19, // 32: waterline.v1.ScorerService.Unreserve:output_type -> waterline.v1.UnreserveResponse
+	1,  // 33: waterline.v1.ScorerService.Evaluate:output_type -> waterline.v1.EvaluateResponse
+	6,  // 34: waterline.v1.ScorerService.Session:output_type -> waterline.v1.SessionResponse
+	29, // [29:35] is the sub-list for method output_type
+	23, // [23:29] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_scorer_proto_init() }

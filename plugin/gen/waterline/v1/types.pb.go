@@ -31,6 +31,9 @@ const (
 	LedgerSource_LEDGER_SOURCE_RESERVE LedgerSource = 1
 	// The pod watch saw spec.nodeName set.
 	LedgerSource_LEDGER_SOURCE_WATCH LedgerSource = 2
+	// A guess recorded before the scheduler's decision is known (ReserveRequest.provisional_ttl):
+	// it expires at provisional_expires_at unless a Reserve or the watch confirms it.
+	LedgerSource_LEDGER_SOURCE_PROVISIONAL LedgerSource = 3
 )
 
 // Enum value maps for LedgerSource.
@@ -39,11 +42,13 @@ var (
 		0: "LEDGER_SOURCE_UNSPECIFIED",
 		1: "LEDGER_SOURCE_RESERVE",
 		2: "LEDGER_SOURCE_WATCH",
+		3: "LEDGER_SOURCE_PROVISIONAL",
 	}
 	LedgerSource_value = map[string]int32{
 		"LEDGER_SOURCE_UNSPECIFIED": 0,
 		"LEDGER_SOURCE_RESERVE":     1,
 		"LEDGER_SOURCE_WATCH":       2,
+		"LEDGER_SOURCE_PROVISIONAL": 3,
 	}
 )
 
@@ -401,8 +406,10 @@ type LedgerEntry struct {
 	// it. Each metric has its own absorb window (its averaging window + poll period + lag), so
 	// a pod leaves the 5 m average's prediction before the 1 h and 1 d maxima's.
 	AbsorbRemainingByMetric map[string]*durationpb.Duration `protobuf:"bytes,11,rep,name=absorb_remaining_by_metric,json=absorbRemainingByMetric,proto3" json:"absorb_remaining_by_metric,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Only with LEDGER_SOURCE_PROVISIONAL: when the entry leaves the ledger unless confirmed.
+	ProvisionalExpiresAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=provisional_expires_at,json=provisionalExpiresAt,proto3" json:"provisional_expires_at,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *LedgerEntry) Reset() {
@@ -512,6 +519,13 @@ func (x *LedgerEntry) GetAbsorbRemainingByMetric() map[string]*durationpb.Durati
 	return nil
 }
 
+func (x *LedgerEntry) GetProvisionalExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ProvisionalExpiresAt
+	}
+	return nil
+}
+
 var File_waterline_v1_types_proto protoreflect.FileDescriptor
 
 const file_waterline_v1_types_proto_rawDesc = "" +
@@ -546,7 +560,7 @@ const file_waterline_v1_types_proto_rawDesc = "" +
 	"\tNodeState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\bcapacity\x18\x02 \x01(\v2\x16.waterline.v1.CapacityR\bcapacity\x124\n" +
-	"\ametrics\x18\x03 \x03(\v2\x1a.waterline.v1.MetricSampleR\ametrics\"\xc0\x05\n" +
+	"\ametrics\x18\x03 \x03(\v2\x1a.waterline.v1.MetricSampleR\ametrics\"\x92\x06\n" +
 	"\vLedgerEntry\x12\x17\n" +
 	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -560,17 +574,19 @@ const file_waterline_v1_types_proto_rawDesc = "" +
 	"\x06labels\x18\t \x03(\v2%.waterline.v1.LedgerEntry.LabelsEntryR\x06labels\x12D\n" +
 	"\x10absorb_remaining\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x0fabsorbRemaining\x12s\n" +
-	"\x1aabsorb_remaining_by_metric\x18\v \x03(\v26.waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntryR\x17absorbRemainingByMetric\x1a9\n" +
+	"\x1aabsorb_remaining_by_metric\x18\v \x03(\v26.waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntryR\x17absorbRemainingByMetric\x12P\n" +
+	"\x16provisional_expires_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x14provisionalExpiresAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ae\n" +
 	"\x1cAbsorbRemainingByMetricEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05value:\x028\x01*a\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05value:\x028\x01*\x80\x01\n" +
 	"\fLedgerSource\x12\x1d\n" +
 	"\x19LEDGER_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15LEDGER_SOURCE_RESERVE\x10\x01\x12\x17\n" +
-	"\x13LEDGER_SOURCE_WATCH\x10\x02B\xb3\x01\n" +
+	"\x13LEDGER_SOURCE_WATCH\x10\x02\x12\x1d\n" +
+	"\x19LEDGER_SOURCE_PROVISIONAL\x10\x03B\xb3\x01\n" +
 	"\x10com.waterline.v1B\n" +
 	"TypesProtoP\x01ZBgithub.com/waterline/waterline/plugin/gen/waterline/v1;waterlinev1\xa2\x02\x03WXX\xaa\x02\fWaterline.V1\xca\x02\fWaterline\\V1\xe2\x02\x18Waterline\\V1\\GPBMetadata\xea\x02\rWaterline::V1b\x06proto3"
 
@@ -611,12 +627,13 @@ var file_waterline_v1_types_proto_depIdxs = []int32{
 	7,  // 6: waterline.v1.LedgerEntry.labels:type_name -> waterline.v1.LedgerEntry.LabelsEntry
 	10, // 7: waterline.v1.LedgerEntry.absorb_remaining:type_name -> google.protobuf.Duration
 	8,  // 8: waterline.v1.LedgerEntry.absorb_remaining_by_metric:type_name -> waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
-	10, // 9: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry.value:type_name -> google.protobuf.Duration
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	9,  // 9: waterline.v1.LedgerEntry.provisional_expires_at:type_name -> google.protobuf.Timestamp
+	10, // 10: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry.value:type_name -> google.protobuf.Duration
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_types_proto_init() }
