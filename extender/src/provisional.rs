@@ -1,0 +1,88 @@
+//! Provisional reservations: kube-scheduler never tells an extender which node it chose, and
+//! the pod watch shows the bind only after it has been written and watched — long enough for
+//! the next pods of a burst to be decided on a ledger without it, all onto the same coolest
+//! node. So prioritize records its pod on the node it scored best as a *provisional* Reserve
+//! (`ReserveRequest.provisional_ttl`), which the next pod's Evaluate sees; the bind verb's
+//! Reserve or the pod watch confirms or replaces it, and it expires after `--provisional-
+//! reserve-ttl` otherwise (see `waterline_core::ledger`).
+//!
+//! The Reserve is sent without holding up the prioritize answer (the scheduler waits on
+//! prioritize; it does not need the Reserve), and the next filter waits for the ones still in
+//! flight before it calls the scorer — ordering by waiting only when it matters, which is
+//! almost never: the scheduler's own work between two pods outlasts one unary call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use waterline_api::v1 as pb;
+
+use crate::scorer::ScorerClient;
+
+/// The candidate the scorer likes best: the highest score, and on a tie the first in the
+/// request's order. kube-scheduler breaks ties among its own best totals at random, so no
+/// tied node is a better guess than another; the first is deterministic, and the request's
+/// order is the scheduler's (it starts each cycle's node walk where the last one stopped),
+/// so tied guesses still move from node to node across pods instead of piling onto the
+/// alphabetically first.
+pub fn best(scores: &[i64]) -> Option<usize> {
+    let mut best: Option<(usize, i64)> = None;
+    for (i, &score) in scores.iter().enumerate() {
+        if best.is_none_or(|(_, top)| score > top) {
+            best = Some((i, score));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// Sends provisional Reserves and tracks the ones in flight.
+pub struct Provisional {
+    ttl: Duration,
+    in_flight: Arc<watch::Sender<usize>>,
+}
+
+impl Provisional {
+    pub fn new(ttl: Duration) -> Self {
+        Provisional { ttl, in_flight: Arc::new(watch::Sender::new(0)) }
+    }
+
+    /// Records `pod` on `node` provisionally, in the background.
+    pub fn record(&self, scorer: &ScorerClient, pod: pb::PodInfo, node: String) {
+        self.in_flight.send_modify(|n| *n += 1);
+        let done = Done(self.in_flight.clone());
+        let scorer = scorer.clone();
+        let ttl = self.ttl;
+        tokio::spawn(async move {
+            scorer.reserve(pod, &node, Some(ttl)).await;
+            drop(done);
+        });
+    }
+
+    /// Waits, at most `limit`, until no provisional Reserve is in flight.
+    pub async fn settled(&self, limit: Duration) {
+        let mut rx = self.in_flight.subscribe();
+        let _ = tokio::time::timeout(limit, rx.wait_for(|n| *n == 0)).await;
+    }
+}
+
+/// Marks one Reserve finished, however its task ends.
+struct Done(Arc<watch::Sender<usize>>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_best_is_the_highest_and_the_first_of_equals() {
+        assert_eq!(best(&[10, 90, 40]), Some(1));
+        assert_eq!(best(&[70, 90, 90, 10]), Some(1));
+        assert_eq!(best(&[5]), Some(0));
+        assert_eq!(best(&[]), None);
+    }
+}
