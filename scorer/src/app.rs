@@ -3,10 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use waterline_api::v1::scorer_service_server::ScorerServiceServer;
-use waterline_core::UnixMillis;
+use waterline_core::{Policy, UnixMillis, engine};
 use waterline_runtime::admin::Admin;
 use waterline_runtime::policy::{PolicyHandle, ReloadMetrics};
 use waterline_runtime::rpc_metrics::RpcMetrics;
@@ -18,12 +19,16 @@ use crate::service::{RequestCounters, Scorer};
 use crate::store::Store;
 use crate::sync::{self, SyncMetrics};
 
+/// `{metric="…"}`.
+type MetricLabel = Vec<(String, String)>;
+
 #[derive(Clone, Default)]
 struct SnapshotGauges {
     age_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
     nodes: Gauge,
     stale_nodes: Gauge,
     ledger_entries: Gauge,
+    breaker_open: Family<MetricLabel, Gauge>,
 }
 
 fn register(
@@ -45,6 +50,11 @@ fn register(
         "waterline_ledger_entries",
         "Placements in the scorer's ledger",
         g.ledger_entries.clone(),
+    );
+    registry.register(
+        "waterline_stale_breaker_open",
+        "1 while more than stale.breakerShare of the nodes reporting this metric are stale, so Filter and Score leave the metric out for every node",
+        g.breaker_open.clone(),
     );
     let s = SyncMetrics::default();
     registry.register(
@@ -158,6 +168,7 @@ async fn observe(
     health: tonic_health::server::HealthReporter,
 ) {
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
+    let mut breakers = BreakerLog::default();
     for tick in 0u64.. {
         ticker.tick().await;
         if store.is_synced() && !admin.is_ready() {
@@ -174,6 +185,9 @@ async fn observe(
         let policy = policy.get();
         let (nodes, stale, ledger) = {
             let snapshot = store.read();
+            // The breaker reads the snapshot's index of sample times: no walk over the nodes.
+            let open = engine::breakers(&policy, &snapshot, now);
+            breakers.update(&policy, &open, &gauges.breaker_open);
             let stale = snapshot
                 .nodes()
                 .filter(|node| {
@@ -190,5 +204,43 @@ async fn observe(
         gauges.nodes.set(nodes as i64);
         gauges.stale_nodes.set(stale as i64);
         gauges.ledger_entries.set(ledger as i64);
+    }
+}
+
+/// The last breaker state per metric, so an opening and a closing are each logged once.
+#[derive(Default)]
+struct BreakerLog {
+    open: std::collections::BTreeMap<String, bool>,
+}
+
+impl BreakerLog {
+    /// `open[i]` is the breaker of `policy.metrics[i]`. Metrics that left the policy lose
+    /// their gauge.
+    fn update(&mut self, policy: &Policy, open: &[bool], gauge: &Family<MetricLabel, Gauge>) {
+        self.open.retain(|metric, _| {
+            let keep = policy.metric(metric).is_some();
+            if !keep {
+                gauge.remove(&vec![("metric".to_string(), metric.clone())]);
+            }
+            keep
+        });
+        for (spec, &is_open) in policy.metrics.iter().zip(open) {
+            gauge
+                .get_or_create(&vec![("metric".to_string(), spec.name.clone())])
+                .set(i64::from(is_open));
+            let was_open = self.open.insert(spec.name.clone(), is_open).unwrap_or(false);
+            match (was_open, is_open) {
+                (false, true) => tracing::warn!(
+                    metric = %spec.name,
+                    share = policy.stale.breaker_share,
+                    "stale breaker open: more than this share of the nodes reporting the metric are stale; Filter and Score leave it out for every node until fresh samples return"
+                ),
+                (true, false) => tracing::info!(
+                    metric = %spec.name,
+                    "stale breaker closed: the metric's samples are fresh again on enough nodes; it counts again"
+                ),
+                _ => {}
+            }
+        }
     }
 }
