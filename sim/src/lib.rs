@@ -3,6 +3,7 @@
 //! with strategies behind one trait. See sim/README.md.
 #![forbid(unsafe_code)]
 
+pub mod import;
 pub mod measure;
 pub mod model;
 pub mod pipeline;

@@ -31,6 +31,40 @@ enum Command {
     /// check (the default policy `waterline` against the peers), then per scenario the
     /// measures, one column per strategy (others than the registered ones are context).
     Report(ReportArgs),
+    /// Build an explicit-list scenario from a real Prometheus: nodes (kube-state-metrics
+    /// allocatable, usage from the policy's own 5 m queries), pods (kube-state-metrics v2)
+    /// and their true usage (cAdvisor). Gaps are listed in the file's header.
+    Import(ImportArgs),
+}
+
+#[derive(Parser)]
+struct ImportArgs {
+    /// Prometheus base URL (http or https), e.g. http://prometheus:9090.
+    #[arg(long, env = "WATERLINE_PROMETHEUS_URL", value_name = "URL")]
+    prometheus_url: String,
+    /// Start of the window: RFC 3339 (2026-11-30T08:00:00Z) or Unix seconds.
+    #[arg(long, value_name = "TIME")]
+    from: String,
+    /// End of the window (same forms).
+    #[arg(long, value_name = "TIME")]
+    to: String,
+    /// Resolution of the range queries and the scenario's series.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    step: String,
+    /// The policy whose cpu and memory 5 m queries (and nodeMapping labels) read node usage;
+    /// its water level and cpu filter become the scenario's target and threshold. Default:
+    /// the built-in policy.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// The scenario's name.
+    #[arg(long, default_value = "imported")]
+    name: String,
+    /// The pipeline's warm-up before the window (pods running before it start then).
+    #[arg(long, default_value = "1h", value_name = "DURATION")]
+    warmup: String,
+    /// Where to write the scenario (YAML).
+    #[arg(long, value_name = "SCENARIO.yaml")]
+    out: PathBuf,
 }
 
 #[derive(Parser)]
@@ -134,9 +168,63 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn import(args: ImportArgs) -> anyhow::Result<()> {
+    use waterline_sim::import::{Window, assemble, fetch, parse_time, to_yaml, usage_queries};
+    let policy = match &args.policy {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            waterline_core::policy::parse_policy(&text)
+                .with_context(|| format!("{}", file.display()))?
+        }
+        None => waterline_core::Policy::default(),
+    };
+    let seconds = |text: &str, flag: &str| -> anyhow::Result<f64> {
+        Ok(waterline_core::time::parse_duration(text).with_context(|| format!("--{flag}"))?.0
+            as f64
+            / 1000.0)
+    };
+    let window = Window {
+        from: parse_time(&args.from)?,
+        to: parse_time(&args.to)?,
+        step: seconds(&args.step, "step")?.max(1.0),
+    };
+    if window.to <= window.from {
+        bail!(waterline_sim::import::ImportError::EmptyWindow);
+    }
+    let warmup = seconds(&args.warmup, "warmup")?;
+    let queries = usage_queries(&policy)?;
+    let fetched = fetch(&args.prometheus_url, &window, &queries)?;
+    let mut imported = assemble(&fetched, &window, warmup);
+    imported.source = args.prometheus_url.clone();
+    imported.target = match policy.curve {
+        waterline_core::policy::Curve::WaterLevel { target } => target,
+        _ => 40.0,
+    };
+    imported.threshold = policy
+        .metrics
+        .iter()
+        .find(|m| m.resource == waterline_core::policy::Resource::Cpu && m.filter_above.is_some())
+        .and_then(|m| m.filter_above)
+        .unwrap_or(65.0);
+    let text = to_yaml(&imported, &args.name, warmup);
+    // What we write must be a scenario the simulator reads.
+    waterline_sim::scenario::parse_scenario(&text, None).context("the imported scenario")?;
+    std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
+    eprintln!(
+        "{}: {} nodes, {} pods, {} notes",
+        args.out.display(),
+        imported.nodes.len(),
+        imported.pods.len(),
+        imported.notes.len()
+    );
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     match Args::parse().command {
         Command::Run(args) => run(args),
+        Command::Import(args) => import(args),
         Command::Report(args) => {
             print!("{}", waterline_sim::report::simulation_md(&args.dirs, args.docs.as_deref())?);
             Ok(())
