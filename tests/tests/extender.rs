@@ -1,7 +1,8 @@
 //! waterline-extender through the real binaries: collector (`--static` nodes) → scorer →
 //! extender, over loopback HTTP and gRPC. Every verb in both node modes, prioritize equal to
 //! round(score / 10) of the scorer's own gRPC Score, profile gating, a scorer that goes away,
-//! malformed and oversized bodies.
+//! malformed and oversized bodies; one scorer call per pod over filter and prioritize, and a
+//! burst that spreads thanks to provisional reservations (and piles up without them).
 //!
 //! Build the binaries first: `cargo build -p waterline-collector -p waterline-scorer
 //! -p waterline-extender` (they are looked up beside this test executable).
@@ -355,7 +356,8 @@ fn host_scores(answer: &Value) -> Vec<(String, i64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prioritize_equals_rounded_grpc_scores_for_500_names() -> Result<()> {
-    let stack = Stack::start(500, &[]).await?;
+    // No provisional Reserve: it would change the scores the direct Score call compares with.
+    let stack = Stack::start(500, &["--provisional-reserve=false"]).await?;
     let candidates = names(500);
     let answer = stack.post_ok("prioritize", names_args(&pod_json(), &candidates)).await?;
     let got = host_scores(&answer);
@@ -628,5 +630,99 @@ async fn bind_creates_the_binding_and_reserves() -> Result<()> {
     let answer = stack.post_ok("bind", missing.to_string()).await?;
     assert!(answer["Error"].as_str().unwrap().contains("not found"), "{answer}");
     assert_eq!(posted.lock().unwrap().len(), 1);
+    Ok(())
+}
+
+/// `pod_json()` as pod number `i` of a burst (its own name and uid).
+fn burst_pod(i: usize) -> Value {
+    let mut pod = pod_json();
+    pod["metadata"]["name"] = json!(format!("burst-{i}"));
+    pod["metadata"]["uid"] = json!(format!("6f1c2d3e-0000-4000-8000-{i:012}"));
+    pod
+}
+
+/// What one burst did: pods per node, and the extender's scorer calls.
+struct Burst {
+    placed: BTreeMap<String, usize>,
+    evaluates: f64,
+    scores: f64,
+    cache_hits: f64,
+    reserves: f64,
+}
+
+/// `pods` pods decided one after another, the way kube-scheduler runs a burst: filter, then
+/// prioritize of the feasible nodes, then the pod goes to the best-scored one (a scheduler
+/// with no other scorer, the first of equal scores). Nothing tells waterline where a pod
+/// went: no bind verb, and the collector has no pod watch (`--static`), as when the pods
+/// are decided faster than the watch shows their binds.
+async fn burst(extender_args: &[&str], nodes: usize, pods: usize) -> Result<Burst> {
+    let stack = Stack::start(nodes, extender_args).await?;
+    let candidates = names(nodes);
+    let mut placed = BTreeMap::new();
+    for i in 0..pods {
+        let pod = burst_pod(i);
+        let filtered = stack.post_ok("filter", names_args(&pod, &candidates)).await?;
+        let feasible: Vec<String> = serde_json::from_value(filtered["NodeNames"].clone())?;
+        ensure!(!feasible.is_empty(), "pod {i}: no feasible node: {filtered}");
+        let answer = stack.post_ok("prioritize", names_args(&pod, &feasible)).await?;
+        let scores = host_scores(&answer);
+        let top = scores.iter().map(|(_, s)| *s).max().unwrap_or_default();
+        let (chosen, _) = scores.iter().find(|(_, s)| *s == top).unwrap();
+        *placed.entry(chosen.clone()).or_insert(0) += 1;
+    }
+    // The last provisional Reserve goes out after its prioritize answered: wait for it
+    // (hang guard only).
+    let reserve_series = r#"waterline_extender_scorer_requests_total{method="Reserve",code="OK"}"#;
+    let expected_reserves =
+        if extender_args.contains(&"--provisional-reserve=false") { 0.0 } else { pods as f64 };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while sample(&stack.extender.metrics().await?, reserve_series) < expected_reserves
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let extender = stack.extender.metrics().await?;
+    let rpc = |method: &str| {
+        sample(
+            &extender,
+            &format!(r#"waterline_extender_scorer_requests_total{{method="{method}",code="OK"}}"#),
+        )
+    };
+    Ok(Burst {
+        placed,
+        evaluates: rpc("Evaluate"),
+        scores: rpc("Score"),
+        reserves: rpc("Reserve"),
+        cache_hits: sample(
+            &extender,
+            r#"waterline_extender_score_cache_total{result="hit",reason=""}"#,
+        ),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_spreads_with_provisional_reservations_and_piles_up_without() -> Result<()> {
+    // 20 nodes, 13 of them below 60 % cpu; each pod is estimated at a few tens of percent
+    // of a node, so a cool node takes one or two before it is no longer the coolest.
+    const NODES: usize = 20;
+    const PODS: usize = 10;
+    let before = burst(&["--provisional-reserve=false"], NODES, PODS).await?;
+    let after = burst(&[], NODES, PODS).await?;
+    eprintln!("pods per node without provisional reservations: {:?}", before.placed);
+    eprintln!("pods per node with provisional reservations:    {:?}", after.placed);
+
+    // Before: every pod judged on the same ledger, so all take the same best node.
+    assert_eq!(before.placed.values().collect::<Vec<_>>(), [&PODS], "{:?}", before.placed);
+    // After: each pod's guess is in the ledger the next one is judged on.
+    let most = after.placed.values().copied().max().unwrap_or_default();
+    assert!(after.placed.len() >= 3, "{:?}", after.placed);
+    assert!(most <= PODS / 2, "{:?}", after.placed);
+
+    // One scorer call per pod on the request path (Evaluate, answered again from the cache at
+    // prioritize); the provisional Reserve goes out beside it.
+    for run in [&before, &after] {
+        assert_eq!((run.evaluates, run.scores, run.cache_hits), (PODS as f64, 0.0, PODS as f64));
+    }
+    assert_eq!((before.reserves, after.reserves), (0.0, PODS as f64));
     Ok(())
 }
