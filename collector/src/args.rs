@@ -9,10 +9,15 @@ use waterline_runtime::args::{CommonArgs, parse_addr};
 ///
 /// Pick one node source: --static FILE (nodes and usage from a YAML file, re-read when it
 /// changes) or --synthetic-nodes N (a generated cluster whose usage drifts, for demos and
-/// benchmarks).
+/// benchmarks). `waterline-collector policy check FILE` checks a policy file instead of
+/// running.
 #[derive(Parser, Clone, Debug)]
-#[command(name = "waterline-collector", version)]
+#[command(name = "waterline-collector", version, args_conflicts_with_subcommands = true)]
 pub struct Args {
+    /// A tool instead of the service (none: run the collector).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// gRPC listen address (CollectorService, health, reflection).
     #[arg(long, default_value = "0.0.0.0:50052", value_parser = parse_addr, env = "WATERLINE_GRPC_ADDR")]
     pub grpc_addr: SocketAddr,
@@ -69,6 +74,21 @@ pub struct Args {
     pub common: CommonArgs,
 }
 
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum Command {
+    /// Policy file tools.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum PolicyCommand {
+    /// Load a policy exactly as the collector and scorer do (every field, every query parsed
+    /// as PromQL), check rule files and the recording rules it reads, and with
+    /// --prometheus-url run each query once and report its series and the nodes they map to.
+    Check(crate::policy_check::CheckArgs),
+}
+
 /// Whether the collector watches Kubernetes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KubeMode {
@@ -118,5 +138,35 @@ mod tests {
         assert_eq!(mode(&["--no-kube"]), KubeMode::Off);
         let both = ["waterline-collector", "--no-kube", "--kubeconfig", "k"];
         assert!(Args::try_parse_from(both).is_err());
+    }
+
+    #[test]
+    fn policy_check_is_a_subcommand_with_its_own_flags() {
+        let args = Args::try_parse_from([
+            "waterline-collector",
+            "policy",
+            "check",
+            "p.yaml",
+            "--rules",
+            "r.yml",
+            "--prometheus-url",
+            "http://127.0.0.1:9090",
+        ])
+        .unwrap();
+        let Some(Command::Policy(PolicyCommand::Check(check))) = args.command else {
+            panic!("not the check subcommand");
+        };
+        assert_eq!(check.file, PathBuf::from("p.yaml"));
+        assert_eq!(check.rules, vec![PathBuf::from("r.yml")]);
+        assert_eq!(check.prometheus_url.as_deref(), Some("http://127.0.0.1:9090"));
+        // Service flags do not mix with the subcommand; without one the service runs.
+        let mixed = ["waterline-collector", "--static", "n.yaml", "policy", "check", "p.yaml"];
+        assert!(Args::try_parse_from(mixed).is_err());
+        assert!(
+            Args::try_parse_from(["waterline-collector", "--static", "n.yaml"])
+                .unwrap()
+                .command
+                .is_none()
+        );
     }
 }

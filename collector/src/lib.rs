@@ -6,9 +6,10 @@
 mod app;
 mod args;
 pub mod node_directory;
+pub mod policy_check;
 pub mod service;
 pub mod sources;
 pub mod state;
 
 pub use app::run;
-pub use args::Args;
+pub use args::{Args, Command, PolicyCommand};

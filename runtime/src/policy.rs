@@ -9,13 +9,61 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use waterline_core::Policy;
-use waterline_core::policy::parse_policy;
+use waterline_core::policy::{PolicyError, metric_field_error, parse_policy};
 
-/// Reads and validates a policy file; the error names the file, field and line.
+/// Reads and validates a policy file; the error names the file, field and line. Every
+/// query must parse as PromQL: a typo is an error here — at start-up, or a rejected reload
+/// — not a metric whose query fails on every poll while its samples go stale.
 pub fn load(path: &Path) -> anyhow::Result<Policy> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("cannot read policy {}: {e}", path.display()))?;
-    parse_policy(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    parse_checked(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// `parse_policy`, then every metric's query through a PromQL parser.
+pub fn parse_checked(text: &str) -> Result<Policy, PolicyError> {
+    let policy = parse_policy(text)?;
+    for (i, metric) in policy.metrics.iter().enumerate() {
+        check_promql(&metric.query).map_err(|why| {
+            let why = format!("metric '{}': {why}", metric.name);
+            metric_field_error(text, i, "query", &why)
+        })?;
+    }
+    Ok(policy)
+}
+
+/// The metric names `query` selects (`foo` of `rate(foo[5m])`, recording-rule names
+/// included), in order of appearance, each once; an error when it is not PromQL.
+pub fn selected_names(query: &str) -> Result<Vec<String>, String> {
+    use promql_parser::parser::Expr;
+    use promql_parser::util::{ExprVisitor, walk_expr};
+    struct Names(Vec<String>);
+    impl ExprVisitor for Names {
+        type Error = String;
+        fn pre_visit(&mut self, expr: &Expr) -> Result<bool, String> {
+            let name = match expr {
+                Expr::VectorSelector(vs) => vs.name.as_ref(),
+                Expr::MatrixSelector(ms) => ms.vs.name.as_ref(),
+                _ => None,
+            };
+            if let Some(name) = name.filter(|n| !self.0.contains(n)) {
+                self.0.push(name.clone());
+            }
+            Ok(true)
+        }
+    }
+    let expr = promql_parser::parser::parse(query)
+        .map_err(|e| format!("not valid PromQL: {}", e.trim()))?;
+    let mut names = Names(Vec::new());
+    walk_expr(&mut names, &expr)?;
+    Ok(names.0)
+}
+
+/// Whether `query` is PromQL (syntax only: the series it names may not exist yet).
+pub fn check_promql(query: &str) -> Result<(), String> {
+    promql_parser::parser::parse(query)
+        .map(drop)
+        .map_err(|e| format!("not valid PromQL: {}", e.trim()))
 }
 
 /// The policy from `--policy`, or the built-in default when the flag is absent.
@@ -169,6 +217,44 @@ mod tests {
         wait_for(|| target(&w.handle) == 55.0).await;
         assert_eq!(target(&w.handle), 55.0, "the edit was not reloaded");
         assert_eq!(w.metrics.reloads.get(), 1);
+    }
+
+    #[test]
+    fn a_promql_typo_is_rejected_at_load_naming_the_metric_and_line() {
+        let text = "metrics:\n  - {name: cpu, resource: cpu, query: 'up', period: 30s, weight: 1}\n  - name: mem\n    resource: memory\n    period: 30s\n    weight: 1\n    query: 'sum by (node (up)'\n";
+        let err = parse_checked(text).unwrap_err().0;
+        assert!(err.starts_with("metrics[1].query: metric 'mem': not valid PromQL"), "{err}");
+        assert!(err.ends_with("(line 7)"), "{err}");
+        // The same file through `load`, as collector and scorer read it.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.yaml");
+        std::fs::write(&path, text).unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains("policy.yaml: invalid policy: metrics[1].query"), "{err}");
+        assert!(load_or_default(Some(&path)).is_err());
+        // The default policy's and the shipped rules' names parse.
+        assert!(parse_checked("").is_ok());
+        assert!(check_promql("100 - waterline:node_cpu_usage:avg5m").is_ok());
+        assert!(check_promql("rate(x[5m]").is_err());
+        assert_eq!(
+            selected_names("100 * sum(rate(a:b:c[5m])) / sum(avg_over_time(d[1m])) + a:b:c")
+                .unwrap(),
+            vec!["a:b:c".to_string(), "d".to_string()]
+        );
+        // Syntax only: an expression Prometheus refuses at evaluation still loads (the
+        // dashboard test relies on one to provoke query failures).
+        assert!(check_promql(r#"label_replace(vector(1), "a", "$1", "b", "(")"#).is_ok());
+    }
+
+    /// A PromQL typo in a reload is rejected like any bad edit.
+    #[tokio::test]
+    async fn a_reload_with_a_promql_typo_keeps_the_policy_in_force() {
+        let w = watched().await;
+        let typo = "metrics:\n  - {name: c, resource: cpu, query: 'rate(x[5m]', period: 30s, weight: 1}\ncurve: {kind: waterLevel, target: 55}\n";
+        std::fs::write(&w.path, typo).unwrap();
+        wait_for(|| w.metrics.errors.get() > 0).await;
+        assert_eq!(w.metrics.errors.get(), 1, "the typo was not seen");
+        assert_eq!(target(&w.handle), 30.0, "a policy with a PromQL typo replaced the good one");
     }
 
     /// A half-written file is rejected and the policy in force stays; the finished edit

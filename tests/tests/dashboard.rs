@@ -17,9 +17,9 @@
 //! not. (promtool's unit tests, `deploy/prometheus/alerts_test.yaml`, fire and resolve each.)
 //!
 //! One exception, stated in the panel list below: `waterline_stale_breaker_open` is the
-//! fleet staleness breaker's gauge (issue 16), which the scorer does not export yet; its
-//! panel is evaluated as soon as the scorer's `/metrics` carries that name, and skipped (with
-//! a message) until then.
+//! fleet staleness breaker's gauge (issue 16), which the scorer exports now; its panel is
+//! evaluated whenever the scorer's `/metrics` carries that name, and skipped (with a message)
+//! for a scorer built before the breaker.
 //!
 //! Build the binaries first: `cargo build --workspace --bins` (`make test` does).
 
@@ -54,11 +54,13 @@ const VARIABLES: [(&str, &str); 6] = [
 const NOT_YET_EXPORTED: [&str; 1] = ["waterline_stale_breaker_open"];
 
 /// Two metrics read from the recording rules, every second, and one whose query Prometheus
-/// refuses (a parse error), so `waterline_promql_failures_total` has a series.
+/// refuses (an execution error: the policy loader rejects PromQL syntax errors, so the
+/// query parses and only its regex is invalid), so `waterline_promql_failures_total` has a
+/// series.
 const POLICY: &str = "metrics:
   - {name: cpu_usage_avg_5m, resource: cpu, query: 'waterline:node_cpu_usage:avg5m', period: 1s, weight: 0.5, filterAbove: 65}
   - {name: mem_usage_avg_5m, resource: memory, query: 'waterline:node_memory_usage:avg5m', period: 1s, weight: 0.5, filterAbove: 65}
-  - {name: broken_metric, resource: cpu, query: 'sum((', period: 1s, weight: 0.1}
+  - {name: broken_metric, resource: cpu, query: 'label_replace(vector(1), \"a\", \"$1\", \"b\", \"(\")', period: 1s, weight: 0.1}
 curve: {kind: waterLevel, target: 40}
 ";
 

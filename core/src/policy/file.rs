@@ -120,6 +120,12 @@ fn describe(text: &str, error: serde_path_to_error::Error<serde_yaml::Error>) ->
     }
 }
 
+/// "metrics[i].`key`: `why` (line N)" for a rule checked outside this crate (the PromQL
+/// syntax of a query), located in the policy's `text` like the file's own errors.
+pub fn metric_field_error(text: &str, i: usize, key: &str, why: &str) -> PolicyError {
+    Located(text).metric_error(i, key, why)
+}
+
 /// Parses and validates a policy; an empty document gives the default policy.
 pub fn parse_policy(text: &str) -> Result<Policy, PolicyError> {
     let file: PolicyFile = if text.trim().is_empty() {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::time::Millis;
 
-pub use file::{PolicyError, parse_policy};
+pub use file::{PolicyError, metric_field_error, parse_policy};
 
 /// Which node resource a metric measures; decides which ledger and incoming-pod estimate
 /// is added to it.
