@@ -290,3 +290,11 @@ fn per_metric_scoring_errors_name_the_field_and_line() {
     let err = parse_policy("rounding: down\n").unwrap_err().0;
     assert!(err.contains("rounding") && err.contains("line 1"), "{err}");
 }
+
+#[test]
+fn the_readme_default_policy_is_the_default() {
+    let readme = include_str!("../../../../README.md");
+    let section = readme.split("## The policy").nth(1).expect("README has a policy section");
+    let yaml = section.split("```yaml\n").nth(1).and_then(|b| b.split("```").next()).unwrap();
+    assert_eq!(parse_policy(yaml).unwrap(), Policy::default());
+}
