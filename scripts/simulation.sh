@@ -59,4 +59,4 @@ awk -v gen="$generated" '
   !skip { print }
 ' SIMULATION.md > "$OUT/SIMULATION.md"
 mv "$OUT/SIMULATION.md" SIMULATION.md
-echo "SIMULATION.md and $DOCS/ regenerated ($(du -sk "$DOCS" | cut -f1) KiB of pictures); full runs in $OUT" >&2
+echo "SIMULATION.md and $DOCS/ regenerated ($(du -sk --apparent-size "$DOCS" | cut -f1) KiB of pictures); full runs in $OUT" >&2
