@@ -17,6 +17,7 @@ pub mod policy;
 pub mod quantity;
 pub mod snapshot;
 pub mod time;
+pub mod yaml;
 
 pub use delta::{Delta, NodeReport};
 pub use engine::{FilterOutcome, FilterVerdicts, NodeScore, ScoreTerm};

@@ -82,44 +82,6 @@ impl Located<'_> {
     }
 }
 
-/// "metrics[0].weight: -1 must be a finite number >= 0 (line 6)". serde_yaml locates an
-/// error at the mapping that holds the bad value; the line of the field itself is the first
-/// line from there that names the field's key.
-fn describe(text: &str, error: serde_path_to_error::Error<serde_yaml::Error>) -> PolicyError {
-    let path = error.path().to_string();
-    let inner = error.inner();
-    let mut message = inner.to_string();
-    if let Some(cut) = message.rfind(" at line ") {
-        message.truncate(cut);
-    }
-    // serde_yaml prefixes its own (shorter) path: keep only the message.
-    if let Some((prefix, rest)) = message.split_once(": ")
-        && !prefix.contains(' ')
-    {
-        message = rest.to_owned();
-    }
-    let key = path.rsplit('.').next().unwrap_or("").split('[').next().unwrap_or("");
-    let line = inner.location().map(|at| {
-        let start = at.line();
-        text.lines()
-            .enumerate()
-            .skip(start.saturating_sub(1))
-            .find(|(_, l)| !key.is_empty() && l.contains(&format!("{key}:")))
-            .map_or(start, |(i, _)| i + 1)
-    });
-    // serde_yaml has no location for errors about the whole stream (a second document,
-    // an empty one): the second document's separator, else the first line with content.
-    let line = line.unwrap_or_else(|| {
-        let lines = || text.lines().enumerate();
-        let separator = lines().skip(1).find(|(_, l)| l.starts_with("---") || l.starts_with("..."));
-        separator.or_else(|| lines().find(|(_, l)| !l.trim().is_empty())).map_or(1, |(i, _)| i + 1)
-    });
-    match path.as_str() {
-        "." | "" => PolicyError(format!("{message} (line {line})")),
-        _ => PolicyError(format!("{path}: {message} (line {line})")),
-    }
-}
-
 /// "metrics[i].`key`: `why` (line N)" for a rule checked outside this crate (the PromQL
 /// syntax of a query), located in the policy's `text` like the file's own errors.
 pub fn metric_field_error(text: &str, i: usize, key: &str, why: &str) -> PolicyError {
@@ -132,7 +94,8 @@ pub fn parse_policy(text: &str) -> Result<Policy, PolicyError> {
         PolicyFile::default()
     } else {
         let deserializer = serde_yaml::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(deserializer).map_err(|e| describe(text, e))?
+        serde_path_to_error::deserialize(deserializer)
+            .map_err(|e| PolicyError(crate::yaml::describe(text, e)))?
     };
     let at = Located(text);
     let stale_file = file.stale.unwrap_or_default();

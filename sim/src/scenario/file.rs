@@ -9,8 +9,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Deserializer, de::Error as _};
 use waterline_core::Millis;
-use waterline_core::quantity::{parse_bytes, parse_cpu_millis};
 use waterline_core::time::parse_duration;
+use waterline_core::yaml::{ByteQuantity, CpuQuantity};
 
 use super::*;
 use crate::model::{Resources, SimPod};
@@ -32,38 +32,6 @@ impl<'de> Deserialize<'de> for Duration {
             None => (1, text.trim()),
         };
         parse_duration(body).map(|m| Duration(Millis(sign * m.0))).map_err(D::Error::custom)
-    }
-}
-
-/// Quantities may be YAML numbers (`8`) or strings (`"250m"`, `"64Gi"`).
-fn quantity_text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Text(String),
-        Number(f64),
-    }
-    Ok(match Raw::deserialize(d)? {
-        Raw::Text(t) => t,
-        Raw::Number(n) => n.to_string(),
-    })
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Cpu(i64);
-
-impl<'de> Deserialize<'de> for Cpu {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        parse_cpu_millis(&quantity_text(d)?).map(Cpu).map_err(D::Error::custom)
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Bytes(i64);
-
-impl<'de> Deserialize<'de> for Bytes {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        parse_bytes(&quantity_text(d)?).map(Bytes).map_err(D::Error::custom)
     }
 }
 
@@ -144,8 +112,8 @@ impl BackgroundFile {
 struct NodeGroupFile {
     count: usize,
     prefix: String,
-    cpu: Cpu,
-    memory: Bytes,
+    cpu: CpuQuantity,
+    memory: ByteQuantity,
     background: Option<BackgroundFile>,
 }
 
@@ -153,23 +121,23 @@ struct NodeGroupFile {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct NodeFile {
     name: String,
-    cpu: Cpu,
-    memory: Bytes,
+    cpu: CpuQuantity,
+    memory: ByteQuantity,
     background: Option<BackgroundFile>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct LimitsFile {
-    cpu: Option<Cpu>,
-    memory: Option<Bytes>,
+    cpu: Option<CpuQuantity>,
+    memory: Option<ByteQuantity>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct UsageSeriesFile {
-    cpu: Option<PointsFile<Cpu>>,
-    memory: Option<PointsFile<Bytes>>,
+    cpu: Option<PointsFile<CpuQuantity>>,
+    memory: Option<PointsFile<ByteQuantity>>,
 }
 
 /// True usage: `cpu` / `memory` as a fraction of the request (1 = at the request, 2 = twice
@@ -203,8 +171,11 @@ fn resolve_usage(usage: Option<&UsageFile>, requests: Resources, rng: &mut StdRn
             * base(requests.memory_bytes, NO_REQUEST_MEMORY),
         ramp: u.ramp_up.map_or(Millis::from_mins(1), |d| d.0),
         diurnal: u.diurnal.as_ref().map(DiurnalFile::resolve),
-        cpu_series: u.series.as_ref().and_then(|s| series(&s.cpu, |c: Cpu| c.0 as f64)),
-        memory_series: u.series.as_ref().and_then(|s| series(&s.memory, |b: Bytes| b.0 as f64)),
+        cpu_series: u.series.as_ref().and_then(|s| series(&s.cpu, |c: CpuQuantity| c.0 as f64)),
+        memory_series: u
+            .series
+            .as_ref()
+            .and_then(|s| series(&s.memory, |b: ByteQuantity| b.0 as f64)),
     }
 }
 
@@ -226,8 +197,8 @@ struct PodGroupFile {
     count: usize,
     namespace: Option<String>,
     arrival: ArrivalFile,
-    cpu: Option<Cpu>,
-    memory: Option<Bytes>,
+    cpu: Option<CpuQuantity>,
+    memory: Option<ByteQuantity>,
     limits: Option<LimitsFile>,
     owner_kind: Option<String>,
     labels: Option<BTreeMap<String, String>>,
@@ -245,8 +216,8 @@ struct PodFile {
     namespace: Option<String>,
     arrival: Duration,
     deletion: Option<Duration>,
-    cpu: Option<Cpu>,
-    memory: Option<Bytes>,
+    cpu: Option<CpuQuantity>,
+    memory: Option<ByteQuantity>,
     limits: Option<LimitsFile>,
     owner_kind: Option<String>,
     labels: Option<BTreeMap<String, String>>,
@@ -311,36 +282,6 @@ struct ScenarioFile {
     pods: Option<Vec<PodFile>>,
 }
 
-/// "nodeGroups[0].cpu: … (line 7)": serde_yaml locates an error at the mapping holding the
-/// bad value; the field's own line is the first from there naming its key.
-fn describe(text: &str, error: serde_path_to_error::Error<serde_yaml::Error>) -> ScenarioError {
-    let path = error.path().to_string();
-    let inner = error.inner();
-    let mut message = inner.to_string();
-    if let Some(cut) = message.rfind(" at line ") {
-        message.truncate(cut);
-    }
-    if let Some((prefix, rest)) = message.split_once(": ")
-        && !prefix.contains(' ')
-    {
-        message = rest.to_owned();
-    }
-    let key = path.rsplit('.').next().unwrap_or("").split('[').next().unwrap_or("");
-    let line = inner.location().map(|at| {
-        let start = at.line();
-        text.lines()
-            .enumerate()
-            .skip(start.saturating_sub(1))
-            .find(|(_, l)| !key.is_empty() && l.contains(&format!("{key}:")))
-            .map_or(start, |(i, _)| i + 1)
-    });
-    match (path.as_str(), line) {
-        ("." | "", Some(line)) => ScenarioError(format!("{message} (line {line})")),
-        (_, Some(line)) => ScenarioError(format!("{path}: {message} (line {line})")),
-        (_, None) => ScenarioError(format!("{path}: {message}")),
-    }
-}
-
 /// The line of the `nth` line containing `needle`, for errors found after parsing.
 fn at_line(text: &str, needle: &str, nth: usize) -> String {
     text.lines()
@@ -354,8 +295,8 @@ fn at_line(text: &str, needle: &str, nth: usize) -> String {
 fn pod_object(
     name: String,
     namespace: Option<String>,
-    cpu: Option<Cpu>,
-    memory: Option<Bytes>,
+    cpu: Option<CpuQuantity>,
+    memory: Option<ByteQuantity>,
     limits: Option<&LimitsFile>,
     owner_kind: Option<String>,
     labels: Option<BTreeMap<String, String>>,
@@ -378,8 +319,8 @@ fn pod_object(
 /// Parses a scenario and expands its generators; `seed` overrides the file's.
 pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
     let deserializer = serde_yaml::Deserializer::from_str(text);
-    let file: ScenarioFile =
-        serde_path_to_error::deserialize(deserializer).map_err(|e| describe(text, e))?;
+    let file: ScenarioFile = serde_path_to_error::deserialize(deserializer)
+        .map_err(|e| ScenarioError(waterline_core::yaml::describe(text, e)))?;
     let seed = seed.or(file.seed).unwrap_or(1);
     let mut rng = StdRng::seed_from_u64(seed);
     let err = |field: &str, message: &str, needle: &str| {

@@ -3,11 +3,10 @@
 
 use serde::Deserialize;
 
-use super::values::{
-    ByteQuantity, CpuQuantity, Duration, MaxAge, NonNegative, Percent, Positive, Share, Span,
-};
+use super::values::{Duration, MaxAge, NonNegative, Percent, Positive, Share, Span};
 use super::{Located, PolicyError};
 use crate::policy::*;
+use crate::yaml::{ByteQuantity, CpuQuantity};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Deserializer, de::Error as _};
 
-use crate::quantity::{parse_bytes, parse_cpu_millis};
 use crate::time::{Millis, parse_duration};
 
 /// A percentage 0..=100.
@@ -106,36 +105,4 @@ impl<'de> Deserialize<'de> for MaxAge {
             Err(e) => Err(D::Error::custom(format!("{e}; or 'auto' (3 × period + 1m)"))),
         }
     }
-}
-
-pub(super) struct CpuQuantity(pub i64);
-
-impl<'de> Deserialize<'de> for CpuQuantity {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = quantity_text(d)?;
-        parse_cpu_millis(&text).map(CpuQuantity).map_err(D::Error::custom)
-    }
-}
-
-pub(super) struct ByteQuantity(pub i64);
-
-impl<'de> Deserialize<'de> for ByteQuantity {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = quantity_text(d)?;
-        parse_bytes(&text).map(ByteQuantity).map_err(D::Error::custom)
-    }
-}
-
-/// Quantities may be written as YAML numbers (`8`) or strings (`"250m"`).
-fn quantity_text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Text(String),
-        Number(f64),
-    }
-    Ok(match Raw::deserialize(d)? {
-        Raw::Text(t) => t,
-        Raw::Number(n) => n.to_string(),
-    })
 }
