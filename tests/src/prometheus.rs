@@ -291,37 +291,47 @@ impl Prometheus {
     }
 
     async fn query_params(&self, promql: &str, time: Option<String>) -> Result<Vec<Sample>> {
-        let mut params = vec![("query", promql.to_string())];
-        if let Some(t) = time {
-            params.push(("time", t));
+        instant_query(&self.http, &self.url(), promql, time).await
+    }
+}
+
+/// One `/api/v1/query` against any Prometheus-compatible server at `base` (Prometheus,
+/// VictoriaMetrics): the vector or scalar answer as samples, or the server's error.
+pub async fn instant_query(
+    http: &reqwest::Client,
+    base: &str,
+    promql: &str,
+    time: Option<String>,
+) -> Result<Vec<Sample>> {
+    let mut params = vec![("query", promql.to_string())];
+    if let Some(t) = time {
+        params.push(("time", t));
+    }
+    let url = reqwest::Url::parse_with_params(&format!("{base}/api/v1/query"), &params)?;
+    let resp = http.get(url).send().await.with_context(|| format!("querying {promql}"))?;
+    let status = resp.status();
+    let body: ApiResponse = resp
+        .json()
+        .await
+        .with_context(|| format!("decoding the answer to {promql} (HTTP {status})"))?;
+    if body.status != "success" {
+        bail!(
+            "query {promql} failed (HTTP {status}): {} {}",
+            body.error_type.unwrap_or_default(),
+            body.error.unwrap_or_default()
+        );
+    }
+    let data = body.data.ok_or_else(|| anyhow!("query {promql}: no data"))?;
+    match data.result_type.as_str() {
+        "vector" => {
+            let rows: Vec<VectorRow> = serde_json::from_value(data.result)?;
+            rows.into_iter().map(|row| Ok((row.metric, parse_value(&row.value.1)?))).collect()
         }
-        let url =
-            reqwest::Url::parse_with_params(&format!("{}/api/v1/query", self.url()), &params)?;
-        let resp = self.http.get(url).send().await.with_context(|| format!("querying {promql}"))?;
-        let status = resp.status();
-        let body: ApiResponse = resp
-            .json()
-            .await
-            .with_context(|| format!("decoding the answer to {promql} (HTTP {status})"))?;
-        if body.status != "success" {
-            bail!(
-                "query {promql} failed (HTTP {status}): {} {}",
-                body.error_type.unwrap_or_default(),
-                body.error.unwrap_or_default()
-            );
+        "scalar" => {
+            let (_, v): (f64, String) = serde_json::from_value(data.result)?;
+            Ok(vec![(BTreeMap::new(), parse_value(&v)?)])
         }
-        let data = body.data.ok_or_else(|| anyhow!("query {promql}: no data"))?;
-        match data.result_type.as_str() {
-            "vector" => {
-                let rows: Vec<VectorRow> = serde_json::from_value(data.result)?;
-                rows.into_iter().map(|row| Ok((row.metric, parse_value(&row.value.1)?))).collect()
-            }
-            "scalar" => {
-                let (_, v): (f64, String) = serde_json::from_value(data.result)?;
-                Ok(vec![(BTreeMap::new(), parse_value(&v)?)])
-            }
-            other => bail!("query {promql}: result type {other} is not supported by query()"),
-        }
+        other => bail!("query {promql}: result type {other} is not supported by query()"),
     }
 }
 

@@ -32,7 +32,6 @@
 //! let rows = vm.query("waterline:node_cpu_usage:avg5m").await?;
 //! ```
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
@@ -41,11 +40,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
-use serde::Deserialize;
+use anyhow::{Context, Result, bail, ensure};
 
 use crate::exporter::wall_now;
-use crate::prometheus::{Sample, rewrite_rule_intervals};
+use crate::prometheus::{Sample, instant_query, rewrite_rule_intervals};
 
 /// The single-node server (Debian package `victoria-metrics`).
 pub const VICTORIA_METRICS_BIN: &str = "/usr/bin/victoria-metrics";
@@ -376,71 +374,13 @@ impl VictoriaMetrics {
 
     /// Instant query at the server's "now".
     pub async fn query(&self, query: &str) -> Result<Vec<Sample>> {
-        let url = reqwest::Url::parse_with_params(
-            &format!("{}/api/v1/query", self.url()),
-            &[("query", query)],
-        )?;
-        let resp = self.http.get(url).send().await.with_context(|| format!("querying {query}"))?;
-        let status = resp.status();
-        let body: ApiResponse = resp
-            .json()
-            .await
-            .with_context(|| format!("decoding the answer to {query} (HTTP {status})"))?;
-        if body.status != "success" {
-            bail!(
-                "query {query} failed (HTTP {status}): {} {}",
-                body.error_type.unwrap_or_default(),
-                body.error.unwrap_or_default()
-            );
-        }
-        let data = body.data.ok_or_else(|| anyhow!("query {query}: no data"))?;
-        match data.result_type.as_str() {
-            "vector" => {
-                let rows: Vec<VectorRow> = serde_json::from_value(data.result)?;
-                rows.into_iter().map(|row| Ok((row.metric, parse_value(&row.value.1)?))).collect()
-            }
-            "scalar" => {
-                let (_, v): (f64, String) = serde_json::from_value(data.result)?;
-                Ok(vec![(BTreeMap::new(), parse_value(&v)?)])
-            }
-            other => bail!("query {query}: result type {other} is not supported by query()"),
-        }
+        instant_query(&self.http, &self.url(), query, None).await
     }
 }
 
 impl Drop for VictoriaMetrics {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-#[derive(Deserialize)]
-struct ApiResponse {
-    status: String,
-    data: Option<ApiData>,
-    #[serde(rename = "errorType")]
-    error_type: Option<String>,
-    error: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ApiData {
-    #[serde(rename = "resultType")]
-    result_type: String,
-    result: serde_json::Value,
-}
-
-#[derive(Deserialize)]
-struct VectorRow {
-    metric: BTreeMap<String, String>,
-    value: (f64, String),
-}
-
-fn parse_value(v: &str) -> Result<f64> {
-    match v {
-        "+Inf" => Ok(f64::INFINITY),
-        "-Inf" => Ok(f64::NEG_INFINITY),
-        _ => v.parse().with_context(|| format!("sample value {v:?} is not a number")),
     }
 }
 
