@@ -69,7 +69,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let state = ClusterState::default();
     match (&args.static_file, args.synthetic_nodes) {
         (Some(path), _) => {
-            static_file::load(path, &state)?;
+            static_file::load(path, &state)
+                .map_err(|e| anyhow::anyhow!("--static {}: {e}", path.display()))?;
             tokio::spawn(static_file::watch(
                 path.clone(),
                 state.clone(),

@@ -137,32 +137,46 @@ impl NodeDirectory {
     }
 
     /// Parses a `--node-map` file: `nodes: [{name, addresses: [..]}]`.
-    pub fn parse_map(text: &str) -> Result<Vec<(String, Vec<String>)>, String> {
-        let file: MapFile = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse_map(text: &str) -> Result<Vec<(String, Vec<String>)>, NodeMapError> {
+        let file: MapFile = serde_yaml::from_str(text)?;
         let mut seen = BTreeMap::new();
         for (i, node) in file.nodes.into_iter().enumerate() {
             if node.name.trim().is_empty() {
-                return Err(format!("nodes[{i}].name must not be empty"));
+                return Err(NodeMapError::Invalid(format!("nodes[{i}].name must not be empty")));
             }
             if let Some(j) = node.addresses.iter().position(|a| strip_port(a.trim()).is_empty()) {
-                return Err(format!("nodes[{i}].addresses[{j}] is empty"));
+                return Err(NodeMapError::Invalid(format!("nodes[{i}].addresses[{j}] is empty")));
             }
             if seen.insert(node.name.clone(), node.addresses).is_some() {
-                return Err(format!("nodes[{i}].name: '{}' appears twice", node.name));
+                let why = format!("nodes[{i}].name: '{}' appears twice", node.name);
+                return Err(NodeMapError::Invalid(why));
             }
         }
         Ok(seen.into_iter().collect())
     }
 
     /// Loads a `--node-map` file into the directory (replacing what it held).
-    pub fn load_file(&self, path: &Path) -> Result<usize, String> {
+    pub fn load_file(&self, path: &Path) -> Result<usize, NodeMapError> {
+        let at = || path.display().to_string();
         let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let nodes = Self::parse_map(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|source| NodeMapError::Read { path: at(), source })?;
+        let nodes =
+            Self::parse_map(&text).map_err(|e| NodeMapError::Invalid(format!("{}: {e}", at())))?;
         let count = nodes.len();
         self.replace(nodes);
         Ok(count)
     }
+}
+
+/// Why a `--node-map` file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeMapError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// `10.0.0.2:9100` → `10.0.0.2`, `[fd00::1]:9100` → `fd00::1`, `host:9100` → `host`; a bare
@@ -324,12 +338,14 @@ mod tests {
         .unwrap();
         assert_eq!(nodes.len(), 2);
         assert_eq!(nodes[0].1, vec!["10.0.0.1".to_string(), "node-a.internal".to_string()]);
-        let err = NodeDirectory::parse_map("nodes:\n  - name: a\n  - name: a\n").unwrap_err();
-        assert!(err.contains("nodes[1].name") && err.contains("twice"), "{err}");
         let err =
-            NodeDirectory::parse_map("nodes:\n  - name: a\n    addresses: ['']\n").unwrap_err();
+            NodeDirectory::parse_map("nodes:\n  - name: a\n  - name: a\n").unwrap_err().to_string();
+        assert!(err.contains("nodes[1].name") && err.contains("twice"), "{err}");
+        let err = NodeDirectory::parse_map("nodes:\n  - name: a\n    addresses: ['']\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("nodes[0].addresses[0]"), "{err}");
-        let err = NodeDirectory::parse_map("nodez: []\n").unwrap_err();
+        let err = NodeDirectory::parse_map("nodez: []\n").unwrap_err().to_string();
         assert!(err.contains("nodez"), "{err}");
     }
 }

@@ -1,8 +1,17 @@
 //! Kubernetes resource quantities ("250m", "8", "32Gi", "1e3") as integers.
 
+/// A quantity that does not parse, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct QuantityError(String);
+
 /// Parses a quantity into its value times `scale` (1000 for milli-cores, 1 for bytes),
 /// rounded up like Kubernetes' `MilliValue`/`Value`.
-fn parse_scaled(text: &str, scale: f64) -> Result<i64, String> {
+fn parse_scaled(text: &str, scale: f64) -> Result<i64, QuantityError> {
+    scaled(text, scale).map_err(QuantityError)
+}
+
+fn scaled(text: &str, scale: f64) -> Result<i64, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
@@ -49,12 +58,12 @@ fn parse_scaled(text: &str, scale: f64) -> Result<i64, String> {
 }
 
 /// CPU quantity in milli-cores: "250m" → 250, "2" → 2000.
-pub fn parse_cpu_millis(text: &str) -> Result<i64, String> {
+pub fn parse_cpu_millis(text: &str) -> Result<i64, QuantityError> {
     parse_scaled(text, 1000.0)
 }
 
 /// Memory (or any byte) quantity: "200Mi" → 209715200.
-pub fn parse_bytes(text: &str) -> Result<i64, String> {
+pub fn parse_bytes(text: &str) -> Result<i64, QuantityError> {
     parse_scaled(text, 1.0)
 }
 
@@ -83,7 +92,7 @@ mod tests {
     #[test]
     fn bad_quantities_are_errors() {
         assert!(parse_bytes("abc").is_err());
-        assert!(parse_bytes("12Qi").unwrap_err().contains("suffix"));
+        assert!(parse_bytes("12Qi").unwrap_err().to_string().contains("suffix"));
         assert!(parse_bytes("-1").is_err());
         assert!(parse_bytes("").is_err());
     }

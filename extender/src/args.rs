@@ -110,7 +110,7 @@ pub struct Args {
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SizeError {
     #[error("{0}")]
-    Quantity(String),
+    Quantity(waterline_core::quantity::QuantityError),
     #[error("'{0}' is too large")]
     TooLarge(String),
 }

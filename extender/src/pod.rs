@@ -13,7 +13,7 @@ use waterline_core::pod::{
     ContainerResources, EffectiveResources, InitContainerResources, PodSpecResources, ResourceList,
     effective_resources,
 };
-use waterline_core::quantity::{parse_bytes, parse_cpu_millis};
+use waterline_core::quantity::{QuantityError, parse_bytes, parse_cpu_millis};
 
 /// Go marshals nil slices, maps and pointers as `null`: treat `null` like an absent field.
 pub(crate) fn nullable<'de, D, T>(deserializer: D) -> Result<T, D::Error>
@@ -28,12 +28,12 @@ where
 /// `Quantity.UnmarshalJSON` accepts too.
 fn quantity<'de, D>(
     deserializer: D,
-    parse: fn(&str) -> Result<i64, String>,
+    parse: fn(&str) -> Result<i64, QuantityError>,
 ) -> Result<i64, D::Error>
 where
     D: Deserializer<'de>,
 {
-    struct QuantityVisitor(fn(&str) -> Result<i64, String>);
+    struct QuantityVisitor(fn(&str) -> Result<i64, QuantityError>);
 
     impl Visitor<'_> for QuantityVisitor {
         type Value = i64;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use waterline_core::quantity::{parse_bytes, parse_cpu_millis};
+use waterline_core::quantity::{QuantityError, parse_bytes, parse_cpu_millis};
 use waterline_core::snapshot::{Capacity, Sample};
 use waterline_core::time::parse_duration;
 use waterline_core::{Millis, UnixMillis};
@@ -45,28 +45,59 @@ enum StaticValue {
     Aged { value: f64, age: String },
 }
 
+/// Why the static node file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StaticFileError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Yaml(#[from] serde_yaml::Error),
+    /// A value or rule of the file, with the field it is about.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// Nodes as the file describes them, with samples stamped relative to `now`.
-pub fn parse(text: &str, now: UnixMillis) -> Result<BTreeMap<String, NodeRecord>, String> {
-    let file: StaticFile = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+pub fn parse(text: &str, now: UnixMillis) -> Result<BTreeMap<String, NodeRecord>, StaticFileError> {
+    parse_nodes(text, now).map_err(|e| match e {
+        Parse::Yaml(e) => StaticFileError::Yaml(e),
+        Parse::Invalid(why) => StaticFileError::Invalid(why),
+    })
+}
+
+enum Parse {
+    Yaml(serde_yaml::Error),
+    Invalid(String),
+}
+
+impl From<String> for Parse {
+    fn from(why: String) -> Self {
+        Parse::Invalid(why)
+    }
+}
+
+fn parse_nodes(text: &str, now: UnixMillis) -> Result<BTreeMap<String, NodeRecord>, Parse> {
+    let file: StaticFile = serde_yaml::from_str(text).map_err(Parse::Yaml)?;
     let mut nodes = BTreeMap::new();
     for (i, node) in file.nodes.into_iter().enumerate() {
         if node.name.is_empty() {
-            return Err(format!("nodes[{i}].name must not be empty"));
+            return Err(format!("nodes[{i}].name must not be empty").into());
         }
-        let quantity =
-            |v: &Option<serde_yaml::Value>, parse: fn(&str) -> Result<i64, String>, field| {
-                let text = match v {
-                    None => return Ok(0),
-                    Some(serde_yaml::Value::String(s)) => s.clone(),
-                    Some(serde_yaml::Value::Number(n)) => n.to_string(),
-                    Some(other) => {
-                        return Err(format!(
-                            "nodes[{i}].capacity.{field}: {other:?} is not a quantity"
-                        ));
-                    }
-                };
-                parse(&text).map_err(|e| format!("nodes[{i}].capacity.{field}: {e}"))
+        let quantity = |v: &Option<serde_yaml::Value>,
+                        parse: fn(&str) -> Result<i64, QuantityError>,
+                        field| {
+            let text = match v {
+                None => return Ok(0),
+                Some(serde_yaml::Value::String(s)) => s.clone(),
+                Some(serde_yaml::Value::Number(n)) => n.to_string(),
+                Some(other) => {
+                    return Err(format!(
+                        "nodes[{i}].capacity.{field}: {other:?} is not a quantity"
+                    ));
+                }
             };
+            parse(&text).map_err(|e| format!("nodes[{i}].capacity.{field}: {e}"))
+        };
         let capacity = Capacity {
             cpu_millis: quantity(&node.capacity.cpu, parse_cpu_millis, "cpu")?,
             memory_bytes: quantity(&node.capacity.memory, parse_bytes, "memory")?,
@@ -82,26 +113,25 @@ pub fn parse(text: &str, now: UnixMillis) -> Result<BTreeMap<String, NodeRecord>
                 ),
             };
             if !value.is_finite() {
-                return Err(format!("nodes[{i}].metrics.{metric}: {value} is not a number"));
+                return Err(format!("nodes[{i}].metrics.{metric}: {value} is not a number").into());
             }
             samples.insert(metric, Sample { value, at: now.minus(age) });
         }
         if nodes.insert(node.name.clone(), NodeRecord { capacity, samples }).is_some() {
-            return Err(format!("nodes[{i}].name: '{}' appears twice", node.name));
+            return Err(format!("nodes[{i}].name: '{}' appears twice", node.name).into());
         }
     }
     Ok(nodes)
 }
 
-fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+fn read(path: &Path) -> Result<String, StaticFileError> {
+    std::fs::read_to_string(path)
+        .map_err(|source| StaticFileError::Read { path: path.display().to_string(), source })
 }
 
 /// Loads the file once; an error here stops the collector from starting.
-pub fn load(path: &Path, state: &ClusterState) -> anyhow::Result<()> {
-    let nodes = read(path)
-        .and_then(|text| parse(&text, UnixMillis::now()))
-        .map_err(|e| anyhow::anyhow!("--static {}: {e}", path.display()))?;
+pub fn load(path: &Path, state: &ClusterState) -> Result<(), StaticFileError> {
+    let nodes = read(path).and_then(|text| parse(&text, UnixMillis::now()))?;
     tracing::info!(nodes = nodes.len(), path = %path.display(), "static nodes loaded");
     state.replace_nodes(nodes);
     Ok(())
@@ -162,12 +192,14 @@ mod tests {
 
     #[test]
     fn errors_name_the_node_and_field() {
-        let err =
-            parse("nodes:\n  - name: a\n    capacity: {cpu: lots}\n", UnixMillis(0)).unwrap_err();
+        let err = parse("nodes:\n  - name: a\n    capacity: {cpu: lots}\n", UnixMillis(0))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("nodes[0].capacity.cpu"), "{err}");
-        let err = parse("nodes:\n  - name: a\n  - name: a\n", UnixMillis(0)).unwrap_err();
+        let err =
+            parse("nodes:\n  - name: a\n  - name: a\n", UnixMillis(0)).unwrap_err().to_string();
         assert!(err.contains("appears twice"), "{err}");
-        let err = parse("nodez: []\n", UnixMillis(0)).unwrap_err();
+        let err = parse("nodez: []\n", UnixMillis(0)).unwrap_err().to_string();
         assert!(err.contains("nodez"), "{err}");
     }
 }

@@ -38,7 +38,7 @@ pub enum NodeError {
     NoName,
     /// `resource` is `cpu` or `memory`.
     #[error("allocatable {resource}: {reason}")]
-    Allocatable { resource: &'static str, reason: String },
+    Allocatable { resource: &'static str, reason: waterline_core::quantity::QuantityError },
 }
 
 /// Converts a Node object; `Err` names what is malformed (the node is then skipped).

@@ -41,7 +41,7 @@ pub enum PodError {
     NoPlacementTime,
     /// A resource quantity that does not parse; `field` is its JSON path in the pod.
     #[error("{field}: {reason}")]
-    Quantity { field: String, reason: String },
+    Quantity { field: String, reason: waterline_core::quantity::QuantityError },
 }
 
 /// One quantity of `list`, parsed in the domain's unit; `field` names the list in errors.
