@@ -494,6 +494,32 @@ fn tail(path: &Path, max_bytes: u64) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+/// A fake node-exporter serving `nodes` (steady at their levels) and a Prometheus scraping it
+/// with the shipped recording rules and `history` of backfilled samples, so rates and
+/// subqueries have full windows at once.
+pub async fn exporter_with_shipped_rules(
+    nodes: Vec<crate::exporter::FakeNode>,
+    history: Duration,
+) -> Result<(crate::exporter::FakeExporter, Prometheus)> {
+    use crate::exporter::{FakeExporter, NodeLoad, openmetrics_history_with_dimensions};
+    let now = SystemTime::now();
+    let backfill = openmetrics_history_with_dimensions(
+        &nodes,
+        now - history,
+        now,
+        Duration::from_secs(15),
+        |n, _| NodeLoad { cpu_busy: n.cpu_busy, memory_used: n.memory_used },
+    )?;
+    let exporter = FakeExporter::start(nodes).await?;
+    let prom = Prometheus::start(
+        PrometheusConfig::new(exporter.scrape_configs())
+            .rule_file(repo_path("deploy/prometheus/rules.yml"))
+            .backfill(backfill),
+    )
+    .await?;
+    Ok((exporter, prom))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

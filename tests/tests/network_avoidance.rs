@@ -7,15 +7,13 @@
 //! never clamped to a percent), and a scorer. The scheduler's choice — the best score — is
 //! never the busiest interface's node.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use waterline_api::v1 as pb;
-use waterline_tests::exporter::{
-    FakeExporter, FakeNode, NodeLoad, openmetrics_history_with_dimensions,
-};
+use waterline_tests::exporter::FakeNode;
 use waterline_tests::procs::Service;
-use waterline_tests::prometheus::{Prometheus, PrometheusConfig, repo_path, wait_until};
+use waterline_tests::prometheus::{exporter_with_shipped_rules, repo_path, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_busiest_interface_s_node_scores_0_and_is_never_chosen() -> Result<()> {
@@ -25,21 +23,8 @@ async fn the_busiest_interface_s_node_scores_0_and_is_never_chosen() -> Result<(
         FakeNode::new("medium").with_network(20e6, 20e6),
         FakeNode::new("busy").with_network(50e6, 30e6),
     ];
-    let now = SystemTime::now();
-    let history = openmetrics_history_with_dimensions(
-        &nodes,
-        now - Duration::from_secs(20 * 60),
-        now,
-        Duration::from_secs(15),
-        |n, _| NodeLoad { cpu_busy: n.cpu_busy, memory_used: n.memory_used },
-    )?;
-    let exporter = FakeExporter::start(nodes).await?;
-    let prom = Prometheus::start(
-        PrometheusConfig::new(exporter.scrape_configs())
-            .rule_file(repo_path("deploy/prometheus/rules.yml"))
-            .backfill(history),
-    )
-    .await?;
+    let (_exporter, prom) =
+        exporter_with_shipped_rules(nodes, Duration::from_secs(20 * 60)).await?;
     wait_until(Duration::from_secs(20), || async {
         let rows = prom.query("waterline:node_network_bytes:rate5m").await?;
         ensure!(rows.len() == 3, "{rows:?}");

@@ -4,14 +4,12 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use waterline_tests::exporter::{
-    FakeExporter, FakeNode, NodeLoad, openmetrics_history_with_dimensions,
-};
+use waterline_tests::exporter::FakeNode;
 use waterline_tests::procs::{bin, write_file};
-use waterline_tests::prometheus::{Prometheus, PrometheusConfig, repo_path, wait_until};
+use waterline_tests::prometheus::{exporter_with_shipped_rules, repo_path, wait_until};
 
 const RULE_FILES: [&str; 4] = [
     "deploy/prometheus/rules.yml",
@@ -112,21 +110,8 @@ async fn every_shipped_policy_reads_series_that_map_to_nodes_on_a_real_prometheu
             .with_network(5e6, 0.0),
     ];
     // History so the 1 h / 1 d subqueries and the rates have full windows at once.
-    let now = SystemTime::now();
-    let history = openmetrics_history_with_dimensions(
-        &nodes,
-        now - Duration::from_secs(30 * 60),
-        now,
-        Duration::from_secs(15),
-        |n, _| NodeLoad { cpu_busy: n.cpu_busy, memory_used: n.memory_used },
-    )?;
-    let exporter = FakeExporter::start(nodes).await?;
-    let prom = Prometheus::start(
-        PrometheusConfig::new(exporter.scrape_configs())
-            .rule_file(repo_path("deploy/prometheus/rules.yml"))
-            .backfill(history),
-    )
-    .await?;
+    let (_exporter, prom) =
+        exporter_with_shipped_rules(nodes, Duration::from_secs(30 * 60)).await?;
     let url = prom.url();
     let policies = shipped_policies()?;
     let report = wait_until(Duration::from_secs(30), || async {
