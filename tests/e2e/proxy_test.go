@@ -1,0 +1,336 @@
+package e2e
+
+// faultProxy: a TCP proxy on a free loopback port in front of one upstream, for the fault
+// matrix (faults_test.go). It passes bytes through until told otherwise; the mode applies
+// to connections already open as well as to new ones, since the clients under test keep
+// their connections (HTTP keep-alive to Prometheus, HTTP/2 to the scorer, a watch to the
+// API server):
+//
+//   - pass: bytes both ways, as they come;
+//   - delay(d): every chunk a client sends waits d before it is forwarded (a slow server);
+//   - garbage(b): the next chunk a client sends is answered with b and the connection is
+//     closed, the upstream never sees it (a server answering nonsense);
+//   - blackHole: nothing is forwarded either way, connections are accepted and held, nothing
+//     answered and nothing reset (a partition). Bytes already read wait in the proxy and go
+//     through, in order, once the mode changes back: a healed network delivers what the
+//     kernel retransmits;
+//   - reset: the next chunk either side sends resets both connections (RST).
+//
+// cutAll resets every connection open now (a dropped watch); new connections are accepted
+// as before.
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type proxyMode int
+
+const (
+	proxyPass proxyMode = iota
+	proxyDelay
+	proxyGarbage
+	proxyBlackHole
+	proxyReset
+)
+
+func (m proxyMode) String() string {
+	return [...]string{"pass", "delay", "garbage", "black-hole", "reset"}[m]
+}
+
+type faultProxy struct {
+	ln       net.Listener
+	upstream string
+
+	mu      sync.Mutex
+	mode    proxyMode
+	delay   time.Duration
+	garbage []byte
+	changed chan struct{} // closed and replaced at every mode change
+	conns   map[*proxyPair]struct{}
+
+	accepted atomic.Int64
+	closed   chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
+}
+
+type proxyPair struct{ client, upstream net.Conn }
+
+// startProxy listens on a free 127.0.0.1 port and forwards to upstream (host:port); closed
+// at cleanup.
+func startProxy(t *testing.T, upstream string) *faultProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{ln: ln, upstream: upstream, changed: make(chan struct{}), conns: map[*proxyPair]struct{}{}, closed: make(chan struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *faultProxy) Addr() string { return p.ln.Addr().String() }
+
+// Accepted counts the connections accepted so far.
+func (p *faultProxy) Accepted() int64 { return p.accepted.Load() }
+
+func (p *faultProxy) set(mode proxyMode, delay time.Duration, garbage []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode, p.delay, p.garbage = mode, delay, garbage
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *faultProxy) Pass()                 { p.set(proxyPass, 0, nil) }
+func (p *faultProxy) Delay(d time.Duration) { p.set(proxyDelay, d, nil) }
+func (p *faultProxy) Garbage(answer []byte) { p.set(proxyGarbage, 0, answer) }
+func (p *faultProxy) BlackHole()            { p.set(proxyBlackHole, 0, nil) }
+func (p *faultProxy) ResetConnections()     { p.set(proxyReset, 0, nil) }
+func (p *faultProxy) Mode() proxyMode       { p.mu.Lock(); defer p.mu.Unlock(); return p.mode }
+func (p *faultProxy) state() (proxyMode, time.Duration, []byte, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode, p.delay, p.garbage, p.changed
+}
+
+// CutAll resets every open connection; returns how many pairs it cut.
+func (p *faultProxy) CutAll() int {
+	p.mu.Lock()
+	pairs := make([]*proxyPair, 0, len(p.conns))
+	for c := range p.conns {
+		pairs = append(pairs, c)
+	}
+	p.mu.Unlock()
+	for _, c := range pairs {
+		c.reset()
+	}
+	return len(pairs)
+}
+
+// Close stops accepting, resets every connection and waits for the proxy's goroutines.
+func (p *faultProxy) Close() {
+	p.once.Do(func() {
+		close(p.closed)
+		_ = p.ln.Close()
+		p.CutAll()
+		p.wg.Wait()
+	})
+}
+
+func (c *proxyPair) reset() {
+	for _, conn := range []net.Conn{c.client, c.upstream} {
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // close sends RST, not FIN
+		}
+		_ = conn.Close()
+	}
+}
+
+func (p *faultProxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.accepted.Add(1)
+		up, err := net.DialTimeout("tcp", p.upstream, 5*time.Second)
+		if err != nil {
+			// The upstream is down: the client sees its connection closed, as it would see
+			// a refused one behind a load balancer.
+			_ = client.Close()
+			continue
+		}
+		pair := &proxyPair{client: client, upstream: up}
+		p.mu.Lock()
+		p.conns[pair] = struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		var done sync.WaitGroup
+		done.Add(2)
+		go func() { defer p.wg.Done(); defer done.Done(); p.pump(pair, true) }()
+		go func() { defer p.wg.Done(); defer done.Done(); p.pump(pair, false) }()
+		go func() {
+			done.Wait()
+			p.mu.Lock()
+			delete(p.conns, pair)
+			p.mu.Unlock()
+		}()
+	}
+}
+
+// pump copies one direction of pair until either side closes; then closes both.
+func (p *faultProxy) pump(pair *proxyPair, fromClient bool) {
+	src, dst := pair.upstream, pair.client
+	if fromClient {
+		src, dst = pair.client, pair.upstream
+	}
+	defer func() {
+		_ = pair.client.Close()
+		_ = pair.upstream.Close()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.gate(pair, fromClient) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// gate decides what happens to a chunk read from one side: forward it (true), or end the
+// connection (false). Blocks while the proxy black-holes.
+func (p *faultProxy) gate(pair *proxyPair, fromClient bool) bool {
+	for {
+		mode, delay, garbage, changed := p.state()
+		switch mode {
+		case proxyPass:
+			return true
+		case proxyDelay:
+			if fromClient {
+				select {
+				case <-time.After(delay):
+				case <-p.closed:
+					return false
+				}
+			}
+			return true
+		case proxyGarbage:
+			if !fromClient {
+				return true // an answer to a request sent before the switch
+			}
+			_, _ = pair.client.Write(garbage)
+			return false
+		case proxyBlackHole:
+			select {
+			case <-changed:
+			case <-p.closed:
+				return false
+			}
+		case proxyReset:
+			pair.reset()
+			return false
+		}
+	}
+}
+
+// TestFaultProxyModes checks the proxy itself against an echo server: pass, delay, garbage,
+// black hole (held, then delivered in order once healed), reset, and cutAll.
+func TestFaultProxyModes(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	p := startProxy(t, echo.Addr().String())
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	roundTrip := func(c net.Conn, msg string, wait time.Duration) (string, error) {
+		_ = c.SetDeadline(time.Now().Add(wait))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return "", err
+		}
+		buf := make([]byte, len(msg))
+		n, err := io.ReadFull(c, buf)
+		return string(buf[:n]), err
+	}
+	isTimeout := func(err error) bool {
+		var ne net.Error
+		return errors.As(err, &ne) && ne.Timeout()
+	}
+
+	c := dial()
+	if got, err := roundTrip(c, "hello", 2*time.Second); err != nil || got != "hello" {
+		t.Fatalf("pass: %q, %v", got, err)
+	}
+
+	p.Delay(300 * time.Millisecond)
+	t0 := time.Now()
+	if got, err := roundTrip(c, "slow", 5*time.Second); err != nil || got != "slow" {
+		t.Fatalf("delay: %q, %v", got, err)
+	}
+	if d := time.Since(t0); d < 300*time.Millisecond {
+		t.Errorf("delay: answered after %v, before the 300ms delay", d)
+	}
+
+	// Black hole: an open and a new connection both get nothing, and no reset...
+	p.BlackHole()
+	fresh := dial()
+	for _, conn := range []net.Conn{c, fresh} {
+		if _, err := roundTrip(conn, "held", 300*time.Millisecond); !isTimeout(err) {
+			t.Fatalf("black hole: want a read timeout (no answer, no reset), got %v", err)
+		}
+	}
+	// ...and once healed, what was held arrives, in order.
+	p.Pass()
+	for _, conn := range []net.Conn{c, fresh} {
+		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, len("held"))
+		if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "held" {
+			t.Fatalf("healed: %q, %v", buf, err)
+		}
+		if got, err := roundTrip(conn, "after", 2*time.Second); err != nil || got != "after" {
+			t.Fatalf("healed: %q, %v", got, err)
+		}
+	}
+
+	p.Garbage([]byte("nonsense"))
+	if got, err := roundTrip(c, "whatever", 2*time.Second); got != "nonsense" {
+		t.Fatalf("garbage: %q, %v", got, err)
+	}
+	p.Pass()
+
+	before := p.Accepted()
+	c2 := dial()
+	if got, err := roundTrip(c2, "x", 2*time.Second); err != nil || got != "x" {
+		t.Fatalf("pass again: %q, %v", got, err)
+	}
+	if p.Accepted() != before+1 {
+		t.Errorf("accepted %d, want %d", p.Accepted(), before+1)
+	}
+	if n := p.CutAll(); n < 1 {
+		t.Errorf("cutAll cut %d connections", n)
+	}
+	if _, err := roundTrip(c2, "y", 2*time.Second); err == nil || isTimeout(err) {
+		t.Errorf("after cutAll: want a connection error, got %v", err)
+	}
+
+	p.ResetConnections()
+	c3 := dial()
+	if _, err := roundTrip(c3, "z", 2*time.Second); err == nil || isTimeout(err) {
+		t.Errorf("reset: want a connection error, got %v", err)
+	}
+}
