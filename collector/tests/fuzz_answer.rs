@@ -130,7 +130,13 @@ proptest! {
                     }
                 }
             }
-            Err(error) => prop_assert!(!error.to_string().is_empty()),
+            Err(error) => {
+                let text = error.to_string();
+                prop_assert!(!text.is_empty());
+                // The message is logged and served in ListNodes: no NUL, `\r` or escape
+                // sequence from the endpoint may reach it.
+                prop_assert!(!text.chars().any(char::is_control), "{text:?}");
+            }
         }
     }
 }

@@ -91,7 +91,23 @@ fn snippet(body: &[u8]) -> String {
     if cut.len() < text.len() {
         cut.push('…');
     }
-    cut.replace('\n', " ")
+    printable(&cut)
+}
+
+/// `text` with its control characters made harmless: line breaks and tabs become spaces,
+/// the others their `\u{..}` escape. What an endpoint sends ends up in a log line and in
+/// ListNodes, where a NUL makes a log file "binary" to grep and a `\r` or an escape sequence
+/// forges or hides lines on a terminal.
+fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' | '\t' => out.push(' '),
+            c if c.is_control() => out.extend(c.escape_unicode()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn parse_value(v: JsonValue) -> RawValue {
@@ -134,7 +150,7 @@ pub fn parse(status: u16, content_type: &str, body: &[u8]) -> Result<Vec<Series>
         Err(error) => {
             return Err(QueryError::BadJson {
                 status,
-                error: error.to_string(),
+                error: printable(&error.to_string()),
                 body: snippet(body),
             });
         }
@@ -142,8 +158,8 @@ pub fn parse(status: u16, content_type: &str, body: &[u8]) -> Result<Vec<Series>
     if envelope.status != "success" {
         return Err(match (envelope.error_type, envelope.error) {
             (error_type, Some(message)) => QueryError::Prometheus {
-                error_type: error_type.unwrap_or_else(|| "error".into()),
-                message,
+                error_type: printable(error_type.as_deref().unwrap_or("error")),
+                message: printable(&message),
             },
             _ => QueryError::BadJson {
                 status,
@@ -152,7 +168,11 @@ pub fn parse(status: u16, content_type: &str, body: &[u8]) -> Result<Vec<Series>
             },
         });
     }
-    let bad = |error: String| QueryError::BadJson { status, error, body: snippet(body) };
+    let bad = |error: String| QueryError::BadJson {
+        status,
+        error: printable(&error),
+        body: snippet(body),
+    };
     let data = envelope.data.ok_or_else(|| bad("no `data`".into()))?;
     let result = data.result.map_or("null", |raw| raw.get());
     match data.result_type.as_str() {
@@ -174,7 +194,7 @@ pub fn parse(status: u16, content_type: &str, body: &[u8]) -> Result<Vec<Series>
             Ok(vec![Series { labels: BTreeMap::new(), at: at(t), value: parse_value(v) }])
         }
         "matrix" => Err(QueryError::ResultType("range vector".into())),
-        other => Err(QueryError::ResultType(other.to_owned())),
+        other => Err(QueryError::ResultType(printable(other))),
     }
 }
 
@@ -331,6 +351,39 @@ mod tests {
         let long = vec![b'x'; 5000];
         let err = parse(503, "text/plain", &long).unwrap_err().to_string();
         assert!(err.len() < 400, "{}", err.len());
+    }
+
+    /// Found by the e2e fault matrix (a proxy answering garbage): a NUL byte of the body
+    /// reached the collector's plain-text log, which grep then took for a binary file. What
+    /// an endpoint sends (a body, its error message, its resultType) must never put control
+    /// characters into a message that is logged and served in ListNodes: a `\r` or an escape
+    /// sequence there forges or hides log lines on a terminal.
+    #[test]
+    fn control_characters_never_reach_the_message() {
+        let errors = [
+            parse(200, JSON, b"{\"status\":\"success\",\"data\":\x00\x1b[2J\r\t\x7f").unwrap_err(),
+            parse(502, "text/plain", b"bad\x00gateway\x1b]0;title\x07\r\nINFO forged line")
+                .unwrap_err(),
+            parse(200, "text/html", b"<html>\x1b[31mred</html>").unwrap_err(),
+            parse(
+                422,
+                JSON,
+                br#"{"status":"error","errorType":"bad\u0000data","error":"line\r\u001b[1Agone"}"#,
+            )
+            .unwrap_err(),
+            parse(
+                200,
+                JSON,
+                br#"{"status":"success","data":{"resultType":"ma\u001btrix","result":[]}}"#,
+            )
+            .unwrap_err(),
+        ];
+        for error in errors {
+            let text = error.to_string();
+            assert!(!text.chars().any(char::is_control), "control character in {text:?}");
+        }
+        let nul = parse(502, "text/plain", b"bad\x00gateway").unwrap_err();
+        assert_eq!(nul.to_string(), "HTTP 502: bad\\u{0}gateway", "shown, escaped");
     }
 
     #[test]
