@@ -176,7 +176,12 @@ async fn start_kube(
             }
         },
     };
-    let synced = kube_source::spawn_pod_watch(client.clone(), state.clone(), policy.clone());
+    let synced = kube_source::spawn_pod_watch(
+        client.clone(),
+        state.clone(),
+        policy.clone(),
+        args.kube_watch_timeout,
+    );
     if args.owns_nodes() {
         tracing::info!("watching Kubernetes pods (the static or synthetic source owns nodes)");
     } else {
@@ -189,7 +194,7 @@ async fn start_kube(
                 Some(Box::new(directory.clone()))
             }
         };
-        kube_source::spawn_node_watch(client, state.clone(), addresses);
+        kube_source::spawn_node_watch(client, state.clone(), addresses, args.kube_watch_timeout);
         tracing::info!("watching Kubernetes pods and nodes");
     }
     Ok(Some(synced))

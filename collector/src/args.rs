@@ -5,6 +5,16 @@ use clap::Parser;
 use waterline_core::time::parse_std_duration;
 use waterline_runtime::args::{CommonArgs, parse_addr};
 
+/// A watch timeout: a duration of at least one second (kube-rs counts whole seconds, and 0
+/// would turn its dead-watch detection off).
+fn parse_watch_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let timeout = parse_std_duration(text).map_err(|e| e.to_string())?;
+    if timeout < std::time::Duration::from_secs(1) {
+        return Err(format!("{text} is shorter than 1s"));
+    }
+    Ok(timeout)
+}
+
 /// Collects node usage and recent placements, and streams them to waterline scorers.
 ///
 /// Pick one node source: --static FILE (nodes and usage from a YAML file, re-read when it
@@ -59,6 +69,14 @@ pub struct Args {
     /// ~/.kube/config, then the in-cluster service account.
     #[arg(long, value_name = "FILE", env = "WATERLINE_KUBECONFIG", conflicts_with = "no_kube")]
     pub kubeconfig: Option<PathBuf>,
+
+    /// Longest one Kubernetes watch request lasts before it is renewed from where it left
+    /// off (whole seconds, at least 1s). A watch that stays silent for this long plus 5 s is
+    /// taken for dead and reopened: a connection lost without a reset (a NAT or conntrack
+    /// entry gone, a peer that vanished) would otherwise leave the pod watch, and so the
+    /// ledger, blind for kube-rs' default of 290 s.
+    #[arg(long, default_value = "60s", value_parser = parse_watch_timeout, env = "WATERLINE_KUBE_WATCH_TIMEOUT")]
+    pub kube_watch_timeout: std::time::Duration,
 
     /// Watch Kubernetes even with --static or --synthetic-nodes (pods only: those sources
     /// own the nodes). By default Kubernetes is watched when --kubeconfig is given, or when
@@ -138,6 +156,19 @@ mod tests {
         assert_eq!(mode(&["--no-kube"]), KubeMode::Off);
         let both = ["waterline-collector", "--no-kube", "--kubeconfig", "k"];
         assert!(Args::try_parse_from(both).is_err());
+    }
+
+    #[test]
+    fn the_watch_timeout_is_a_minute_by_default_and_at_least_a_second() {
+        let parse = |flags: &[&str]| {
+            let argv = std::iter::once("waterline-collector").chain(flags.iter().copied());
+            Args::try_parse_from(argv).map(|a| a.kube_watch_timeout)
+        };
+        assert_eq!(parse(&[]).unwrap(), std::time::Duration::from_secs(60));
+        assert_eq!(parse(&["--kube-watch-timeout", "5s"]).unwrap().as_secs(), 5);
+        for bad in ["0s", "500ms", "soon"] {
+            assert!(parse(&["--kube-watch-timeout", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -22,8 +22,9 @@ package e2e
 // the others at 10-22 %, ledger on. Its collector reaches Prometheus and the API server
 // through fault proxies (proxy_test.go), and the scheduler reaches the scorer through one
 // (the plugin's endpoint; on the extender path the extender's --scorer-url). The collector
-// runs with --prometheus-timeout 2s: the slow-Prometheus proxy adds 10 s, and the default
-// 10 s timeout would race it.
+// runs with --prometheus-timeout 2s (the slow-Prometheus proxy adds 10 s, and the default
+// 10 s timeout would race it) and --kube-watch-timeout 5s (a stranded watch is noticed after
+// 10 s of silence instead of the default's 65 s).
 
 import (
 	"bytes"
@@ -60,6 +61,7 @@ const (
 	// faultAfterHeal pods are created at once after the fault is healed.
 	faultAfterHeal    = 4
 	faultPromTimeout  = "2s"
+	faultWatchTimeout = "5s"
 	faultPromDelay    = 10 * time.Second
 	nodeCPUMillis     = 8000
 	nodeMemoryBytes   = 32 << 30
@@ -180,6 +182,30 @@ next:
 	return total, nil
 }
 
+// waitAdminMetric waits until metric (summed as adminMetric does) is want on every admin
+// address, failing the stack's test if it never is.
+func (s *stack) waitAdminMetric(metric string, want float64, admins ...string) {
+	s.t.Helper()
+	var last []float64
+	err := waitFor(s.ctx, 60*time.Second, 200*time.Millisecond, fmt.Sprintf("%s = %g", metric, want), func() (bool, error) {
+		last = last[:0]
+		for _, admin := range admins {
+			v, err := adminMetric(admin, metric)
+			if err != nil {
+				return false, err
+			}
+			last = append(last, v)
+			if v != want {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		s.t.Fatalf("%v (last %v)", err, last)
+	}
+}
+
 // kubeconfigVia writes a copy of the kubeconfig src whose clusters point at server (a proxy
 // in front of the API server: the serving certificate names 127.0.0.1, not a port).
 func kubeconfigVia(t *testing.T, src, server string) string {
@@ -249,8 +275,9 @@ type ledgerCheck struct {
 // node, placed between its creation and its bind. The API keeps both times to the second:
 // creationTimestamp's second <= placed_at < the PodScheduled second + 1 s. A Reserve (or
 // the extender's provisional guess) is stamped before the bind, with milliseconds; an entry
-// only the watch saw is the PodScheduled time itself. Every entry of those namespaces must
-// be a bound pod.
+// only the watch saw is the PodScheduled time itself. The pod watch must have confirmed every
+// entry (an unconfirmed Reserve or provisional guess expires). Every entry of those
+// namespaces must be a bound pod.
 func (s *stack) ledgerMismatches(namespaces ...string) (ledgerCheck, error) {
 	var c ledgerCheck
 	ledger, err := s.ledger()
@@ -285,6 +312,10 @@ func (s *stack) ledgerMismatches(namespaces ...string) (ledgerCheck, error) {
 				continue
 			case e.GetNodeName() != p.Spec.NodeName:
 				c.problems = append(c.problems, fmt.Sprintf("%s/%s: ledger says %s, bound to %s", ns, p.Name, e.GetNodeName(), p.Spec.NodeName))
+				continue
+			case e.GetSource() != wlv1.LedgerSource_LEDGER_SOURCE_WATCH:
+				// A Reserve or a provisional guess the pod watch never confirmed expires.
+				c.problems = append(c.problems, fmt.Sprintf("%s/%s (bound to %s): the pod watch has not confirmed its entry (%v)", ns, p.Name, p.Spec.NodeName, e.GetSource()))
 				continue
 			case scheduled.IsZero():
 				c.problems = append(c.problems, fmt.Sprintf("%s/%s is bound but has no PodScheduled=True condition", ns, p.Name))
@@ -350,6 +381,8 @@ func newFaultStack(ctx context.Context, t *testing.T, path schedPath) *faultStac
 	fs.apiNet = startProxy(t, strings.TrimPrefix(s.cluster.Server, "https://"))
 	setFlag(s.collector, "--prometheus-url", "http://"+fs.promNet.Addr())
 	setFlag(s.collector, "--prometheus-timeout", faultPromTimeout)
+	// A silently lost watch is taken for dead after this + 5 s (the default is a minute).
+	setFlag(s.collector, "--kube-watch-timeout", faultWatchTimeout)
 	setFlag(s.collector, "--kubeconfig", kubeconfigVia(t, s.cluster.KubeconfigPath, "https://"+fs.apiNet.Addr()))
 	restart(t, s.collector)
 	waitReady(ctx, t, s.collector, s.collectorAdmin, 60*time.Second)
@@ -481,13 +514,8 @@ func promFault(name string, inject, heal func(f *faultStack)) faultCase {
 		effect: func(*faultStack) error { return seen() },
 		heal: func(f *faultStack) {
 			heal(f)
-			err := waitFor(f.ctx, 60*time.Second, 200*time.Millisecond, "both metrics polled again", func() (bool, error) {
-				failed, err := adminMetric(f.collectorAdmin, "waterline_metric_last_poll_failed")
-				return err == nil && failed == 0, err
-			})
-			if err != nil {
-				f.t.Fatal(err)
-			}
+			// Both metrics polled again.
+			f.waitAdminMetric("waterline_metric_last_poll_failed", 0, f.collectorAdmin)
 		},
 	}
 }
@@ -521,17 +549,7 @@ var faultCases = []faultCase{
 		},
 		heal: func(f *faultStack) {
 			f.writePolicy(f.opts.Policy)
-			err := waitFor(f.ctx, 30*time.Second, 200*time.Millisecond, "the valid policy reloaded everywhere", func() (bool, error) {
-				for _, admin := range []string{f.collectorAdmin, f.scorerAdmin, f.extenderAdmin} {
-					if v, err := adminMetric(admin, "waterline_policy_file_valid"); err != nil || v != 1 {
-						return false, err
-					}
-				}
-				return true, nil
-			})
-			if err != nil {
-				f.t.Fatal(err)
-			}
+			f.waitAdminMetric("waterline_policy_file_valid", 1, f.collectorAdmin, f.scorerAdmin, f.extenderAdmin)
 		},
 	},
 	promFault("prometheus-killed",
@@ -571,6 +589,29 @@ var faultCases = []faultCase{
 		}
 	}(),
 	func() faultCase {
+		var accepted int64
+		return faultCase{
+			name:  "apiserver-watch-stranded",
+			paths: []schedPath{extenderPath},
+			why: "the watch is the extender path's only confirmed ledger source (provisional guesses expire); " +
+				"on the plugin path Reserves fill the ledger meanwhile, and the watch's recovery is the same code",
+			deciding: true,
+			inject: func(f *faultStack) {
+				accepted = f.apiNet.Accepted()
+				if n := f.apiNet.StrandAll(); n == 0 {
+					f.t.Fatalf("no collector connection to the API server to strand")
+				}
+			},
+			effect: func(f *faultStack) error {
+				if f.apiNet.Accepted() <= accepted {
+					return fmt.Errorf("the collector has not noticed its silent watches")
+				}
+				return nil
+			},
+			heal: func(*faultStack) {},
+		}
+	}(),
+	func() faultCase {
 		return faultCase{
 			name:     "collector-kill-restart",
 			deciding: true,
@@ -584,13 +625,7 @@ var faultCases = []faultCase{
 			heal: func(f *faultStack) {
 				restart(f.t, f.collector)
 				waitReady(f.ctx, f.t, f.collector, f.collectorAdmin, 60*time.Second)
-				err := waitFor(f.ctx, 30*time.Second, 200*time.Millisecond, "scorer streaming again", func() (bool, error) {
-					v, err := adminMetric(f.scorerAdmin, "waterline_collector_connected")
-					return err == nil && v == 1, err
-				})
-				if err != nil {
-					f.t.Fatal(err)
-				}
+				f.waitAdminMetric("waterline_collector_connected", 1, f.scorerAdmin)
 			},
 		}
 	}(),
@@ -659,6 +694,11 @@ func (fs *faultStack) run(t *testing.T, fc faultCase) {
 	seen := false
 	var boundUnder int
 	err = waitFor(f.ctx, faultEffectWindow, 100*time.Millisecond, fc.name+" seen and pods bound under it", func() (bool, error) {
+		n, err := f.boundCount(ns)
+		if err != nil {
+			return false, err
+		}
+		boundUnder = n - atInject
 		if !seen {
 			if err := fc.effect(f); err != nil {
 				return false, err
@@ -666,9 +706,7 @@ func (fs *faultStack) run(t *testing.T, fc faultCase) {
 			seen = true
 			t.Logf("%s: seen %v after the injection", fc.name, time.Since(injected).Round(time.Millisecond))
 		}
-		n, err := f.boundCount(ns)
-		boundUnder = n - atInject
-		return err == nil && boundUnder >= faultUnderFault, err
+		return boundUnder >= faultUnderFault, nil
 	})
 	if err != nil {
 		fc.heal(f)

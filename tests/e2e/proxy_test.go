@@ -16,8 +16,9 @@ package e2e
 //     kernel retransmits;
 //   - reset: the next chunk either side sends resets both connections (RST).
 //
-// cutAll resets every connection open now (a dropped watch); new connections are accepted
-// as before.
+// cutAll resets every connection open now (a dropped watch); strandAll black-holes every
+// connection open now, for good, while new ones pass (a watch silently lost: a conntrack or
+// NAT entry gone, a peer vanished without a reset). New connections are accepted as before.
 
 import (
 	"errors"
@@ -60,7 +61,10 @@ type faultProxy struct {
 	wg       sync.WaitGroup
 }
 
-type proxyPair struct{ client, upstream net.Conn }
+type proxyPair struct {
+	client, upstream net.Conn
+	stranded         atomic.Bool
+}
 
 // startProxy listens on a free 127.0.0.1 port and forwards to upstream (host:port); closed
 // at cleanup.
@@ -115,6 +119,16 @@ func (p *faultProxy) CutAll() int {
 		c.reset()
 	}
 	return len(pairs)
+}
+
+// StrandAll black-holes every open connection until the proxy closes; returns how many.
+func (p *faultProxy) StrandAll() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.stranded.Store(true)
+	}
+	return len(p.conns)
 }
 
 // Close stops accepting, resets every connection and waits for the proxy's goroutines.
@@ -199,6 +213,10 @@ func (p *faultProxy) pump(pair *proxyPair, fromClient bool) {
 // gate decides what happens to a chunk read from one side: forward it (true), or end the
 // connection (false). Blocks while the proxy black-holes.
 func (p *faultProxy) gate(pair *proxyPair, fromClient bool) bool {
+	if pair.stranded.Load() {
+		<-p.closed
+		return false
+	}
 	for {
 		mode, delay, garbage, changed := p.state()
 		switch mode {
@@ -326,6 +344,21 @@ func TestFaultProxyModes(t *testing.T) {
 	}
 	if _, err := roundTrip(c2, "y", 2*time.Second); err == nil || isTimeout(err) {
 		t.Errorf("after cutAll: want a connection error, got %v", err)
+	}
+
+	// Stranded: the open connection gets nothing, for good; a new one passes.
+	c4 := dial()
+	if got, err := roundTrip(c4, "s", 2*time.Second); err != nil || got != "s" {
+		t.Fatalf("before strandAll: %q, %v", got, err)
+	}
+	if n := p.StrandAll(); n < 1 {
+		t.Errorf("strandAll stranded %d connections", n)
+	}
+	if _, err := roundTrip(c4, "lost", 300*time.Millisecond); !isTimeout(err) {
+		t.Fatalf("stranded: want a read timeout (no answer, no reset), got %v", err)
+	}
+	if got, err := roundTrip(dial(), "new", 2*time.Second); err != nil || got != "new" {
+		t.Fatalf("a new connection after strandAll: %q, %v", got, err)
 	}
 
 	p.ResetConnections()

@@ -9,6 +9,7 @@
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::pin::pin;
+use std::time::Duration;
 
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::runtime::{WatchStreamExt, watcher};
@@ -70,15 +71,24 @@ where
     }
 }
 
+/// A watcher's configuration: every watch request ends after `timeout` (whole seconds) and
+/// is renewed from its last resource version, and kube-rs takes a watch that stays silent
+/// for `timeout` + 5 s for dead and reopens it (`--kube-watch-timeout`).
+pub fn watch_config(timeout: Duration) -> watcher::Config {
+    let seconds = u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX).max(1);
+    watcher::Config::default().timeout(seconds)
+}
+
 /// Starts the pod watch; the receiver turns `true` once the first pod list is in the ledger.
 pub fn spawn_pod_watch(
     client: Client,
     state: ClusterState,
     policy: PolicyHandle,
+    watch_timeout: Duration,
 ) -> watch::Receiver<bool> {
     let index = PodIndex::new(state, policy);
     let synced = index.synced();
-    let config = watcher::Config::default().fields(PLACED_PODS);
+    let config = watch_config(watch_timeout).fields(PLACED_PODS);
     tokio::spawn(
         run_watch(Api::<Pod>::all(client), config, index)
             .instrument(tracing::info_span!("pod_watch")),
@@ -91,10 +101,11 @@ pub fn spawn_node_watch(
     client: Client,
     state: ClusterState,
     addresses: Option<Box<dyn NodeAddresses>>,
+    watch_timeout: Duration,
 ) {
     let index = NodeIndex::new(state, addresses);
     tokio::spawn(
-        run_watch(Api::<Node>::all(client), watcher::Config::default(), index)
+        run_watch(Api::<Node>::all(client), watch_config(watch_timeout), index)
             .instrument(tracing::info_span!("node_watch")),
     );
 }

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ::kube::Client;
 use ::kube::client::Body;
@@ -21,6 +22,8 @@ use crate::state::ClusterState;
 
 const PODS: &str = "/api/v1/pods";
 const NODES: &str = "/api/v1/nodes";
+/// The watches' request timeout in these tests (as `--kube-watch-timeout 45s`).
+const WATCH_TIMEOUT: Duration = Duration::from_secs(45);
 
 struct ApiServer(Handle<Request<Body>, Response<Body>>);
 
@@ -118,7 +121,8 @@ fn ledger(state: &ClusterState) -> BTreeMap<String, (String, UnixMillis, LedgerS
 
 fn start_pods(client: Client) -> (ClusterState, watch::Receiver<bool>) {
     let state = ClusterState::default();
-    let synced = spawn_pod_watch(client, state.clone(), PolicyHandle::new(Policy::default()));
+    let synced =
+        spawn_pod_watch(client, state.clone(), PolicyHandle::new(Policy::default()), WATCH_TIMEOUT);
     (state, synced)
 }
 
@@ -146,6 +150,9 @@ async fn list_then_watch_events_fill_move_and_empty_the_ledger() {
         )
         .await;
     assert!(query.contains("resourceVersion=10"), "{query}");
+    // --kube-watch-timeout: kube-rs' default (290 s) would leave a silently lost watch, and
+    // the ledger, blind for five minutes (found by the e2e fault apiserver-watch-stranded).
+    assert!(query.contains("timeoutSeconds=45"), "{query}");
     assert!(*synced.borrow(), "ready after the first list");
 
     // The next watch resumes after the last event; by now every event was handled.
@@ -287,7 +294,7 @@ async fn nodes_give_capacity_and_addresses_and_leave_when_deleted() {
     let (client, mut api) = ApiServer::client();
     let state = ClusterState::default();
     let addresses = Addresses::default();
-    spawn_node_watch(client, state.clone(), Some(Box::new(addresses.clone())));
+    spawn_node_watch(client, state.clone(), Some(Box::new(addresses.clone())), WATCH_TIMEOUT);
     let capacity = |name: &str| {
         let listed = state.list(&[name.to_string()], UnixMillis(0), &[]);
         listed.nodes.first().map(|n| n.capacity.cpu_millis)
