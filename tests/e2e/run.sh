@@ -32,7 +32,7 @@ step "ensuring Prometheus (scripts/deps/prometheus.sh)"
 step "building the control-plane harness (tests/e2e/build.sh; cached, a cold build takes ~20 min)"
 "$here/build.sh"
 
-step "go test (scenarios on the extender and the plugin path: hot node, burst/ledger, water level, anti-colocation, failure; throughput none/extender/plugin)"
+step "go test (scenarios on the extender and the plugin path: hot node, burst/ledger, water level, anti-colocation, failure, faults during a burst; throughput none/extender/plugin)"
 cd "$here"
 start=$(date +%s)
 set +e
