@@ -277,12 +277,19 @@ type ledgerCheck struct {
 // the extender's provisional guess) is stamped before the bind, with milliseconds; an entry
 // only the watch saw is the PodScheduled time itself. The pod watch must have confirmed every
 // entry (an unconfirmed Reserve or provisional guess expires). Every entry of those
-// namespaces must be a bound pod.
+// namespaces must be a bound pod, and no pod may have two.
 func (s *stack) ledgerMismatches(namespaces ...string) (ledgerCheck, error) {
 	var c ledgerCheck
-	ledger, err := s.ledger()
+	resp, err := s.listNodes()
 	if err != nil {
 		return c, err
+	}
+	ledger := map[string]*wlv1.LedgerEntry{}
+	for _, e := range resp.GetLedger() {
+		if prev := ledger[e.GetPodUid()]; prev != nil {
+			c.problems = append(c.problems, fmt.Sprintf("%s/%s has two ledger entries (%s and %s)", e.GetNamespace(), e.GetName(), prev.GetNodeName(), e.GetNodeName()))
+		}
+		ledger[e.GetPodUid()] = e
 	}
 	inScope := map[string]bool{}
 	bound := map[string]bool{}
