@@ -573,51 +573,13 @@ var faultCases = []faultCase{
 	promFault("prometheus-garbage",
 		func(f *faultStack) { f.promNet.Garbage(promGarbage) },
 		func(f *faultStack) { f.promNet.Pass() }),
-	func() faultCase {
-		var accepted int64
-		return faultCase{
-			name: "apiserver-watch-cut",
-			// Both paths: on the extender path the pod watch is the ledger's only confirmed
-			// source; on the plugin path Reserves arrive through the scorer as well.
-			deciding: true,
-			inject: func(f *faultStack) {
-				accepted = f.apiNet.Accepted()
-				if n := f.apiNet.CutAll(); n == 0 {
-					f.t.Fatalf("no collector connection to the API server to cut")
-				}
-			},
-			effect: func(f *faultStack) error {
-				if f.apiNet.Accepted() <= accepted {
-					return fmt.Errorf("the collector has not reconnected to the API server")
-				}
-				return nil
-			},
-			heal: func(*faultStack) {},
-		}
-	}(),
-	func() faultCase {
-		var accepted int64
-		return faultCase{
-			name:  "apiserver-watch-stranded",
-			paths: []schedPath{extenderPath},
-			why: "the watch is the extender path's only confirmed ledger source (provisional guesses expire); " +
-				"on the plugin path Reserves fill the ledger meanwhile, and the watch's recovery is the same code",
-			deciding: true,
-			inject: func(f *faultStack) {
-				accepted = f.apiNet.Accepted()
-				if n := f.apiNet.StrandAll(); n == 0 {
-					f.t.Fatalf("no collector connection to the API server to strand")
-				}
-			},
-			effect: func(f *faultStack) error {
-				if f.apiNet.Accepted() <= accepted {
-					return fmt.Errorf("the collector has not noticed its silent watches")
-				}
-				return nil
-			},
-			heal: func(*faultStack) {},
-		}
-	}(),
+	// Both paths: on the extender path the pod watch is the ledger's only confirmed source;
+	// on the plugin path Reserves arrive through the scorer as well.
+	watchFault("apiserver-watch-cut", nil, "", "cut", (*faultProxy).CutAll),
+	watchFault("apiserver-watch-stranded", []schedPath{extenderPath},
+		"the watch is the extender path's only confirmed ledger source (provisional guesses expire); "+
+			"on the plugin path Reserves fill the ledger meanwhile, and the watch's recovery is the same code",
+		"strand", (*faultProxy).StrandAll),
 	func() faultCase {
 		return faultCase{
 			name:     "collector-kill-restart",
@@ -645,6 +607,29 @@ var faultCases = []faultCase{
 	neutralFault("scheduler-scorer-black-hole",
 		func(f *faultStack) { f.scorerNet.BlackHole() },
 		func(f *faultStack) { f.scorerNet.Pass() }),
+}
+
+// watchFault: a fault done to the collector's connections to the API server (cut or
+// strand them), seen once the collector opened a new one.
+func watchFault(name string, paths []schedPath, why, verb string, do func(*faultProxy) int) faultCase {
+	var accepted int64
+	return faultCase{
+		name: name, paths: paths, why: why,
+		deciding: true,
+		inject: func(f *faultStack) {
+			accepted = f.apiNet.Accepted()
+			if n := do(f.apiNet); n == 0 {
+				f.t.Fatalf("no collector connection to the API server to %s", verb)
+			}
+		},
+		effect: func(f *faultStack) error {
+			if f.apiNet.Accepted() <= accepted {
+				return fmt.Errorf("the collector has not reconnected to the API server")
+			}
+			return nil
+		},
+		heal: func(*faultStack) {},
+	}
 }
 
 // neutralFault: a fault that takes the scorer away from the scheduler, seen once the
