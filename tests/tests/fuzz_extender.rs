@@ -22,6 +22,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
+use waterline_tests::fuzz::seed_and_cases;
 use waterline_tests::procs::{Launch, Service, write_file};
 
 const MAX_BODY: usize = 12 << 20;
@@ -29,10 +30,6 @@ const MAX_BODY: usize = 12 << 20;
 /// takes well under a second; past this the extender hangs.
 const TIMEOUT: Duration = Duration::from_secs(20);
 const VERBS: [&str; 4] = ["filter", "prioritize", "preempt", "bind"];
-
-fn env(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
-}
 
 // ---- bodies ------------------------------------------------------------------------------
 
@@ -458,13 +455,7 @@ async fn random_bodies_get_a_valid_answer_or_a_clear_error() -> Result<()> {
     let http = reqwest::Client::builder().timeout(TIMEOUT).build()?;
     let extender = Extender { service, http };
 
-    let seed = env("WATERLINE_FUZZ_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-    });
-    let cases = env("WATERLINE_FUZZ_CASES").unwrap_or(200);
-    println!("fuzz_extender: seed {seed}, {cases} cases (replay: WATERLINE_FUZZ_SEED={seed})");
+    let (seed, bytes, cases) = seed_and_cases("fuzz_extender", 200);
 
     let mut statuses = std::collections::BTreeMap::new();
     // The kept bodies first, then one past the limit, then the random ones.
@@ -479,8 +470,6 @@ async fn random_bodies_get_a_valid_answer_or_a_clear_error() -> Result<()> {
         ensure!(status == 413, "{status} for a body past --max-body (chunked: {chunked})");
     }
 
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let mut runner = TestRunner::new_with_rng(
         Config::default(),
         TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),

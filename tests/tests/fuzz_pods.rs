@@ -30,21 +30,13 @@ use waterline_core::pod::{
 use waterline_core::quantity::{QuantityError, parse_bytes, parse_cpu_millis};
 use waterline_extender::wire::ExtenderArgs;
 
+fn suffix(suffixes: &'static [&'static str]) -> impl Strategy<Value = &'static str> + Clone {
+    prop::sample::select(suffixes)
+}
+
 /// Quantities as the API server may hold them, and some it would refuse.
 fn quantity() -> BoxedStrategy<String> {
-    let suffix = prop_oneof![
-        Just(""),
-        Just("m"),
-        Just("k"),
-        Just("M"),
-        Just("G"),
-        Just("Ki"),
-        Just("Mi"),
-        Just("Gi"),
-        Just("Ti"),
-        Just("n"),
-        Just("u"),
-    ];
+    let suffix = suffix(&["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "Ti", "n", "u"]);
     prop_oneof![
         6 => (0u64..100_000, suffix.clone()).prop_map(|(n, s)| format!("{n}{s}")),
         3 => (0u32..64, 0u32..1000, suffix).prop_map(|(i, f, s)| format!("{i}.{f}{s}")),
@@ -63,16 +55,7 @@ fn quantity() -> BoxedStrategy<String> {
 /// `MilliValue`), core rounds each quantity up and sums: two `21.5n` cpu requests are one
 /// milli-core in Go and two here (RELIABILITY.md, "a known difference").
 fn whole_quantity(cpu: bool) -> BoxedStrategy<String> {
-    let suffix = prop_oneof![
-        Just(""),
-        Just("k"),
-        Just("M"),
-        Just("G"),
-        Just("Ki"),
-        Just("Mi"),
-        Just("Gi"),
-        Just("Ti"),
-    ];
+    let suffix = suffix(&["", "k", "M", "G", "Ki", "Mi", "Gi", "Ti"]);
     let plain = (0u64..100_000, suffix).prop_map(|(n, s)| format!("{n}{s}"));
     if cpu {
         let millis = (0u64..100_000).prop_map(|n| format!("{n}m"));
