@@ -246,7 +246,8 @@ pub struct SoakArgs {
     pub duration: Duration,
 
     /// Samples before this are shown but not judged (the allocator settles, provisional
-    /// entries reach their steady number).
+    /// entries reach their steady number); the warm-up also lasts until the collector's
+    /// ledger holds the --live-pods (the scorer forwards them one lane call at a time).
     #[arg(long, value_parser = parse_std_duration, default_value = "30s")]
     pub warmup: Duration,
 
@@ -260,24 +261,26 @@ pub struct SoakArgs {
     pub max_drift: f64,
 
     /// gRPC Score calls per second (each over --nodes candidates).
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = 20.0)]
     pub score_rate: f64,
 
     /// Pods per second through the extender: filter (the scorer's Evaluate), then
     /// prioritize (which records a provisional Reserve, expiring after 15 s), each pod a
     /// new uid.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 5.0)]
     pub extender_rate: f64,
 
     /// Pods placed with gRPC Reserve before the load starts, and kept live throughout:
     /// each later Reserve of a new pod deletes the oldest one (Unreserve), so the ledger
     /// holds this many Reserve entries whatever rate the machine sustains.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 1000)]
     pub live_pods: u64,
 
     /// Reserve calls per second (each a new pod on the next node, plus the Unreserve of the
-    /// oldest): a pod lives --live-pods / --reserve-rate seconds (40 s by default).
-    #[arg(long, default_value_t = 50.0)]
+    /// oldest): a pod lives --live-pods / --reserve-rate seconds (50 s by default). The
+    /// scorer forwards both to the collector; a forwarder that cannot keep up shows as a
+    /// growing `waterline_forward_queued` and a collector ledger that falls behind.
+    #[arg(long, default_value_t = 20.0)]
     pub reserve_rate: f64,
 
     /// Candidate nodes per Score and extender request.

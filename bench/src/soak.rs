@@ -186,6 +186,8 @@ struct Sample {
     procs: Vec<ProcSample>,
     collector_ledger: f64,
     scorer_ledger: f64,
+    /// The scorer's ops not yet taken by the collector (`waterline_forward_queued`).
+    forward_queued: f64,
     requests: Vec<(u64, u64, u64)>,
 }
 
@@ -196,15 +198,15 @@ fn load_average() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-async fn gauge(service: &Service) -> f64 {
-    service.metric_value("waterline_ledger_entries").await.unwrap_or(f64::NAN)
+async fn gauge(service: &Service, series: &str) -> f64 {
+    service.metric_value(series).await.unwrap_or(f64::NAN)
 }
 
 const CSV_HEADER: &str = "t_s,load1,\
     collector_rss_floor_kib,collector_rss_peak_kib,collector_cpu_pct,\
     scorer_rss_floor_kib,scorer_rss_peak_kib,scorer_cpu_pct,\
     extender_rss_floor_kib,extender_rss_peak_kib,extender_cpu_pct,\
-    collector_ledger,scorer_ledger,score_ok,extender_ok,reserve_ok,unreserve_ok,errors,skipped";
+    collector_ledger,scorer_ledger,forward_queued,score_ok,extender_ok,reserve_ok,unreserve_ok,errors,skipped";
 
 impl Sample {
     fn csv(&self) -> String {
@@ -216,6 +218,7 @@ impl Sample {
         }
         row.push(format!("{}", self.collector_ledger));
         row.push(format!("{}", self.scorer_ledger));
+        row.push(format!("{}", self.forward_queued));
         row.extend(self.requests.iter().map(|(ok, _, _)| ok.to_string()));
         row.push(self.requests.iter().map(|r| r.1).sum::<u64>().to_string());
         row.push(self.requests.iter().map(|r| r.2).sum::<u64>().to_string());
@@ -237,11 +240,12 @@ impl Sample {
             .collect();
         let ok: Vec<String> = self.requests.iter().map(|r| r.0.to_string()).collect();
         format!(
-            "[{:>5.0} s] {} | ledger collector {} scorer {} | ok score/extender/reserve/unreserve {} | errors {} skipped {} | load {:.2}",
+            "[{:>5.0} s] {} | ledger collector {} scorer {} (forward queue {}) | ok score/extender/reserve/unreserve {} | errors {} skipped {} | load {:.2}",
             self.t,
             procs.join(" | "),
             self.collector_ledger,
             self.scorer_ledger,
+            self.forward_queued,
             ok.join("/"),
             self.requests.iter().map(|r| r.1).sum::<u64>(),
             self.requests.iter().map(|r| r.2).sum::<u64>(),
@@ -371,8 +375,20 @@ pub async fn soak(a: &SoakArgs) -> Result<Value> {
     let mut samples = Vec::new();
     let mut next = start + a.sample_every;
     let mut ticker = tokio::time::interval(Duration::from_secs(1).min(a.sample_every));
-    // The sample at the deadline is the last one.
-    while ticker.tick().await <= deadline + Duration::from_millis(500) {
+    // The sample at the deadline is the last one; Ctrl-C ends the run early, judged as far
+    // as it went (and the spawned processes are stopped).
+    let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
+    loop {
+        let tick = tokio::select! {
+            tick = ticker.tick() => tick,
+            _ = &mut interrupted => {
+                println!("interrupted: judging the samples so far");
+                break;
+            }
+        };
+        if tick > deadline + Duration::from_millis(500) {
+            break;
+        }
         let stats = read()?;
         for (k, s) in stats.iter().enumerate() {
             floor[k] = floor[k].min(s.rss_kib);
@@ -394,8 +410,9 @@ pub async fn soak(a: &SoakArgs) -> Result<Value> {
                     cpu_pct: (stats[k].cpu_secs - last[k].cpu_secs) / secs * 100.0,
                 })
                 .collect(),
-            collector_ledger: gauge(&stack.collector).await,
-            scorer_ledger: gauge(&stack.scorer).await,
+            collector_ledger: gauge(&stack.collector, "waterline_ledger_entries").await,
+            scorer_ledger: gauge(&stack.scorer, "waterline_ledger_entries").await,
+            forward_queued: gauge(&stack.scorer, "waterline_forward_queued").await,
             requests: load.kinds().iter().map(|(_, c)| c.snapshot()).collect(),
         };
         println!("{}", sample.progress(&names));
@@ -428,8 +445,15 @@ fn judge(
     load: &Load,
     seconds: f64,
 ) -> Value {
-    let judged: Vec<&Sample> =
-        samples.iter().filter(|s| s.t >= a.warmup.as_secs_f64() - 0.5).collect();
+    // The warm-up also lasts until the collector holds the live pods: on a busy machine the
+    // scorer's forwarder takes a while to hand it the first --live-pods Reserves.
+    let filled = samples.iter().position(|s| s.collector_ledger >= a.live_pods as f64);
+    let judged: Vec<&Sample> = samples
+        .iter()
+        .enumerate()
+        .filter(|(k, s)| s.t >= a.warmup.as_secs_f64() - 0.5 && filled.is_some_and(|f| *k >= f))
+        .map(|(_, s)| s)
+        .collect();
     let nodes = cluster as f64;
     let mut failures = Vec::new();
     if judged.len() < 2 {
