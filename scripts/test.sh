@@ -49,7 +49,7 @@ cargo test --workspace --locked
 # stay within 10 % after the warm-up.
 step "soak: 2 minutes of Score, extender filter/prioritize and Reserve/Unreserve churn on 5,000 nodes"
 target/debug/waterline-bench soak --spawn --bin-dir target/debug --duration 2m --no-progress \
-    --csv target/soak/soak-2m.csv --json-out target/soak/soak-2m.json
+    --log-dir target/soak/logs-2m --csv target/soak/soak-2m.csv --json-out target/soak/soak-2m.json
 
 if [ "${CI:-}" = "true" ]; then
     # A CI machine can be short of disk, and the Go tiers below add ~4 GB of build cache
