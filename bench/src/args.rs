@@ -67,7 +67,7 @@ pub enum Command {
     /// Score, extender filter + prioritize (Evaluate) and Reserve/Unreserve churn for
     /// --duration, RSS and CPU of each process sampled from /proc every --sample-every
     /// (progress lines, --csv); fails unless RSS per live ledger entry and per node stay
-    /// within --max-drift of the first sample after --warmup. Pods are placed and deleted at
+    /// within --max-drift after --warmup (last third of the samples against the first). Pods are placed and deleted at
     /// the same rate, so the ledger is steady; the built-in policy's windows (absorbWindow
     /// 40 s, reserveTtl 120 s) make every entry stop counting and retire within the run.
     Soak(SoakArgs),
@@ -255,8 +255,9 @@ pub struct SoakArgs {
     #[arg(long, value_parser = parse_std_duration, default_value = "10s")]
     pub sample_every: Duration,
 
-    /// Largest allowed deviation, in percent, of RSS per live ledger entry and of RSS per
-    /// node from the first judged sample, for every process.
+    /// Largest allowed drift, in percent, of RSS per live ledger entry and of RSS per node,
+    /// for every process: the median of the last third of the judged samples against the
+    /// median of the first third.
     #[arg(long, default_value_t = 10.0)]
     pub max_drift: f64,
 
