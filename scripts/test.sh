@@ -44,6 +44,13 @@ cargo build --workspace --bins --locked
 step "rust: unit and integration tests"
 cargo test --workspace --locked
 
+# RELIABILITY.md "Soak": the 10-minute run is `scripts/soak.sh`; this is its 2-minute
+# version on the debug binaries, and it fails unless RSS per live ledger entry and per node
+# stay within 10 % after the warm-up.
+step "soak: 2 minutes of Score, extender filter/prioritize and Reserve/Unreserve churn on 5,000 nodes"
+target/debug/waterline-bench soak --spawn --bin-dir target/debug --duration 2m --no-progress \
+    --log-dir target/soak/logs-2m --csv target/soak/soak-2m.csv --json-out target/soak/soak-2m.json
+
 if [ "${CI:-}" = "true" ]; then
     # A CI machine can be short of disk, and the Go tiers below add ~4 GB of build cache
     # for Kubernetes: keep only the three binaries the end-to-end tier runs and drop the

@@ -63,6 +63,14 @@ pub enum Command {
     /// collector with --prometheus-url: first full refresh (wall time, PromQL requests,
     /// collector CPU and RSS) and the steady state over --steady.
     PrometheusRefresh(PrometheusArgs),
+    /// A bounded soak of a spawned collector, scorer and extender: a steady load of gRPC
+    /// Score, extender filter + prioritize (Evaluate) and Reserve/Unreserve churn for
+    /// --duration, RSS and CPU of each process sampled from /proc every --sample-every
+    /// (progress lines, --csv); fails unless RSS per live ledger entry and per node stay
+    /// within --max-drift after --warmup (last third of the samples against the first). Pods are placed and deleted at
+    /// the same rate, so the ledger is steady; the built-in policy's windows (absorbWindow
+    /// 40 s, reserveTtl 120 s) make every entry stop counting and retire within the run.
+    Soak(SoakArgs),
 }
 
 /// How much load, and when to stop.
@@ -122,6 +130,11 @@ pub struct SpawnArgs {
     /// Keep the spawned processes' logs in this directory (default: a temporary one).
     #[arg(long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
+
+    /// Policy file for the spawned collector, scorer and extender (default: their built-in
+    /// policy; `soak` writes its own when this is not given).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
 }
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -221,6 +234,72 @@ pub struct PrometheusArgs {
     /// counted (the default policy's 5-minute metrics poll every 30 s).
     #[arg(long, value_parser = parse_std_duration, default_value = "35s")]
     pub steady: Duration,
+
+    #[command(flatten)]
+    pub spawn: SpawnArgs,
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct SoakArgs {
+    /// How long the load runs (warm-up included).
+    #[arg(long, short = 'd', value_parser = parse_std_duration, default_value = "10m")]
+    pub duration: Duration,
+
+    /// Samples before this are shown but not judged (the allocator settles, provisional
+    /// entries reach their steady number); the warm-up also lasts until the collector's
+    /// ledger holds the --live-pods (the scorer forwards them one lane call at a time).
+    #[arg(long, value_parser = parse_std_duration, default_value = "30s")]
+    pub warmup: Duration,
+
+    /// How often RSS, CPU and the ledger gauges are sampled (and a progress line printed).
+    #[arg(long, value_parser = parse_std_duration, default_value = "10s")]
+    pub sample_every: Duration,
+
+    /// Largest allowed drift, in percent, of RSS per live ledger entry and of RSS per node,
+    /// for every process: the median of the last third of the judged samples against the
+    /// median of the first third.
+    #[arg(long, default_value_t = 10.0)]
+    pub max_drift: f64,
+
+    /// gRPC Score calls per second (each over --nodes candidates).
+    #[arg(long, default_value_t = 20.0)]
+    pub score_rate: f64,
+
+    /// Pods per second through the extender: filter (the scorer's Evaluate), then
+    /// prioritize (which records a provisional Reserve, expiring after 15 s), each pod a
+    /// new uid.
+    #[arg(long, default_value_t = 5.0)]
+    pub extender_rate: f64,
+
+    /// Pods placed with gRPC Reserve before the load starts, and kept live throughout:
+    /// each later Reserve of a new pod deletes the oldest one (Unreserve), so the ledger
+    /// holds this many Reserve entries whatever rate the machine sustains.
+    #[arg(long, default_value_t = 1000)]
+    pub live_pods: u64,
+
+    /// Reserve calls per second (each a new pod on the next node, plus the Unreserve of the
+    /// oldest): a pod lives --live-pods / --reserve-rate seconds (50 s by default). The
+    /// scorer forwards both to the collector; a forwarder that cannot keep up shows as a
+    /// growing `waterline_forward_queued` and a collector ledger that falls behind.
+    #[arg(long, default_value_t = 20.0)]
+    pub reserve_rate: f64,
+
+    /// Candidate nodes per Score and extender request.
+    #[arg(long, default_value_t = 100)]
+    pub nodes: usize,
+
+    /// Requests of one kind in flight at most; a tick finding them all busy is counted as
+    /// skipped (the load is then below its rate, and the summary says so).
+    #[arg(long, default_value_t = 64)]
+    pub max_in_flight: usize,
+
+    /// A request taking longer than this fails.
+    #[arg(long, value_parser = parse_std_duration, default_value = "5s")]
+    pub timeout: Duration,
+
+    /// Write every sample as a CSV row here.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
 
     #[command(flatten)]
     pub spawn: SpawnArgs,

@@ -8,6 +8,7 @@ mod procs;
 mod prometheus;
 mod report;
 mod run;
+mod soak;
 mod targets;
 
 use clap::Parser;

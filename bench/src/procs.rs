@@ -83,18 +83,25 @@ pub struct Stack {
 impl Stack {
     pub async fn start(spawn: &SpawnArgs, with_extender: bool) -> Result<Stack> {
         let log_dir = log_dir(spawn, "")?;
-        let collector = launch("waterline-collector", spawn, &log_dir).spawn(&[
-            format!("--synthetic-nodes={}", spawn.cluster_nodes),
-            format!("--synthetic-interval={}", spawn.synthetic_interval),
-        ])?;
+        let with_policy = |mut args: Vec<String>| {
+            if let Some(policy) = &spawn.policy {
+                args.push(format!("--policy={}", policy.display()));
+            }
+            args
+        };
+        let collector =
+            launch("waterline-collector", spawn, &log_dir).spawn(&with_policy(vec![
+                format!("--synthetic-nodes={}", spawn.cluster_nodes),
+                format!("--synthetic-interval={}", spawn.synthetic_interval),
+            ]))?;
         collector.wait_ready(READY_TIMEOUT).await?;
         let scorer = launch("waterline-scorer", spawn, &log_dir)
-            .spawn(&[format!("--collector-url={}", collector.url())])?;
+            .spawn(&with_policy(vec![format!("--collector-url={}", collector.url())]))?;
         scorer.wait_ready(READY_TIMEOUT).await?;
         let extender = if with_extender {
             let extender = launch("waterline-extender", spawn, &log_dir)
                 .addr_flag("--http-addr")
-                .spawn(&[format!("--scorer-url={}", scorer.url())])?;
+                .spawn(&with_policy(vec![format!("--scorer-url={}", scorer.url())]))?;
             extender.wait_ready(READY_TIMEOUT).await?;
             Some(extender)
         } else {

@@ -27,10 +27,16 @@ pub async fn run(args: Args) -> Result<()> {
         Command::PrometheusRefresh(p) => {
             ("prometheus-refresh", crate::prometheus::refresh(p).await?)
         }
+        Command::Soak(s) => ("soak", crate::soak::soak(s).await?),
     };
     result["kind"] = json!(kind);
     result["label"] = json!(args.label);
-    report::append_json(args.json_out.as_deref(), &result)
+    report::append_json(args.json_out.as_deref(), &result)?;
+    // A soak is also a test (scripts/test.sh): its verdict is the exit status.
+    if result["passed"] == json!(false) {
+        anyhow::bail!("soak failed: {}", result["failures"]);
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, PartialEq)]

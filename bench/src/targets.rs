@@ -24,7 +24,8 @@ fn window(w: usize, nodes: usize, cluster: usize) -> Vec<String> {
     (0..nodes).map(|k| node_name((w * nodes + k) % cluster)).collect()
 }
 
-fn windows(nodes: usize, cluster: usize) -> Vec<Vec<String>> {
+/// The candidate windows requests cycle through.
+pub fn windows(nodes: usize, cluster: usize) -> Vec<Vec<String>> {
     // Every window is the same when one request covers the whole cluster.
     let count = if nodes >= cluster { 1 } else { WINDOWS };
     (0..count).map(|w| window(w, nodes, cluster)).collect()
@@ -159,6 +160,16 @@ impl Grpc {
         self.client(i).reserve(request).await.map_err(code)?;
         Ok(())
     }
+
+    /// Takes back the placement `reserve(i)` made (the pod deleted).
+    pub async fn unreserve(self, i: u64) -> Result<(), String> {
+        let request = pb::UnreserveRequest {
+            pod: Some(pod(&reserve_uid(self.run_id, i), "")),
+            node_name: node_name(i as usize % self.cluster.max(1)),
+        };
+        self.client(i).unreserve(request).await.map_err(code)?;
+        Ok(())
+    }
 }
 
 /// Milliseconds since the epoch at first use: one id per bench process, so the Reserve uids
@@ -260,7 +271,10 @@ impl Extender {
     }
 
     async fn post(&self, i: u64) -> Result<Bytes, String> {
-        let body = self.bodies[i as usize % self.bodies.len()].clone();
+        self.post_body(self.bodies[i as usize % self.bodies.len()].clone()).await
+    }
+
+    async fn post_body(&self, body: Bytes) -> Result<Bytes, String> {
         let answer = self
             .http
             .post(&*self.url)
@@ -282,8 +296,24 @@ impl Extender {
     /// prioritize answers a bare `HostPriorityList` array, one entry per candidate.
     pub async fn prioritize(self, i: u64) -> Result<(), String> {
         let bytes = self.post(i).await?;
-        let list: Vec<serde_json::Value> = serde_json::from_slice(&bytes)
-            .map_err(|_| "prioritize: not a JSON array".to_owned())?;
+        self.check_prioritize(&bytes)
+    }
+
+    /// prioritize with `body` (e.g. a pod with its own uid) instead of a pre-built one.
+    pub async fn prioritize_body(&self, body: Bytes) -> Result<(), String> {
+        let bytes = self.post_body(body).await?;
+        self.check_prioritize(&bytes)
+    }
+
+    /// filter with `body` instead of a pre-built one.
+    pub async fn filter_body(&self, body: Bytes) -> Result<(), String> {
+        let bytes = self.post_body(body).await?;
+        check_filter(&bytes)
+    }
+
+    fn check_prioritize(&self, bytes: &[u8]) -> Result<(), String> {
+        let list: Vec<serde_json::Value> =
+            serde_json::from_slice(bytes).map_err(|_| "prioritize: not a JSON array".to_owned())?;
         if list.len() != self.nodes {
             return Err("prioritize: wrong number of entries".into());
         }
@@ -293,11 +323,15 @@ impl Extender {
     /// filter answers an `ExtenderFilterResult`; a non-empty `Error` is a failure.
     pub async fn filter(self, i: u64) -> Result<(), String> {
         let bytes = self.post(i).await?;
-        let result: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|_| "filter: not JSON".to_owned())?;
-        match result.get("Error").and_then(|e| e.as_str()) {
-            Some(e) if !e.is_empty() => Err("filter: Error set".into()),
-            _ => Ok(()),
-        }
+        check_filter(&bytes)
+    }
+}
+
+fn check_filter(bytes: &[u8]) -> Result<(), String> {
+    let result: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|_| "filter: not JSON".to_owned())?;
+    match result.get("Error").and_then(|e| e.as_str()) {
+        Some(e) if !e.is_empty() => Err("filter: Error set".into()),
+        _ => Ok(()),
     }
 }

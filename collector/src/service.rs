@@ -172,12 +172,15 @@ impl CollectorService for Collector {
             })
             .map(|entry| {
                 tracing::debug!(pod = %entry.uid, node = %entry.node, source = ?entry.source, "reserve");
-                // A guess forwarded after its expiry (the collector was away) is not news.
+                // A guess forwarded after its expiry (the collector was away, or the
+                // forwarder behind) is not placed; the scorers still hear that it is gone.
                 let stale = matches!(
                     entry.source,
                     LedgerSource::Provisional { expires_at } if expires_at <= now
                 );
-                if !stale {
+                if stale {
+                    self.state.drop_expired_guess(&entry.uid);
+                } else {
                     self.state.place(entry);
                 }
                 pb::CollectorServiceReserveResponse {}

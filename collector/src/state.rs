@@ -206,6 +206,17 @@ impl ClusterState {
         }
     }
 
+    /// A provisional Reserve that arrived after its expiry: not placed, but its release is
+    /// streamed when the ledger holds nothing for the pod, because the scorer that forwarded
+    /// it applied it locally and only a release from here removes it there (without one,
+    /// every late guess stayed in that scorer's ledger for good; found by the soak).
+    pub fn drop_expired_guess(&self, uid: &str) {
+        let inner = self.lock();
+        if inner.ledger.get(uid).is_none() {
+            self.publish(Delta { released: vec![uid.to_owned()], ..Delta::default() });
+        }
+    }
+
     /// A fresh list of placed pods replaces the watched view of the ledger.
     pub fn reset_ledger(&self, live: Vec<LedgerEntry>, now: UnixMillis, reserve_grace: Millis) {
         let mut inner = self.lock();
@@ -349,6 +360,20 @@ mod tests {
         assert_eq!(rx.try_recv().unwrap().delta.released, vec!["p1".to_string()]);
         assert!(rx.try_recv().is_err());
         assert_eq!(state.ledger_len(), 0);
+    }
+
+    #[test]
+    fn an_expired_guess_is_released_to_subscribers_unless_the_ledger_holds_the_pod() {
+        let state = ClusterState::default();
+        let (_, mut rx) = state.subscribe();
+        state.drop_expired_guess("late");
+        assert_eq!(rx.try_recv().unwrap().delta.released, vec!["late".to_string()]);
+        // A pod the ledger holds (a Reserve, more trusted than a guess) keeps its entry.
+        state.place(entry("p1"));
+        let _ = rx.try_recv();
+        state.drop_expired_guess("p1");
+        assert!(rx.try_recv().is_err());
+        assert_eq!(state.ledger_len(), 1);
     }
 
     #[test]

@@ -177,7 +177,18 @@ type amounts struct {
 // requests and limits are compared: the table's estimate is computed by the scorer from
 // these numbers (waterline_core::estimate), never by the plugin.
 func TestPodInfoFixtureTable(t *testing.T) {
-	data, err := os.ReadFile("../../tests/fixtures/pod-resources.json")
+	runFixtureTable(t, "../../tests/fixtures/pod-resources.json", 15)
+}
+
+// TestPodInfoGeneratedCorpus runs the pods tests/tests/fuzz_pods.rs generated (random
+// containers, sidecars, pod-level resources, overhead and quantities, with core's requests
+// and limits) through toPodInfo, so Go's resource.Quantity and the Rust parser agree too.
+func TestPodInfoGeneratedCorpus(t *testing.T) {
+	runFixtureTable(t, "../../tests/fixtures/pod-resources-generated.json", 100)
+}
+
+func runFixtureTable(t *testing.T, path string, atLeast int) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +196,8 @@ func TestPodInfoFixtureTable(t *testing.T) {
 	if err := json.Unmarshal(data, &cases); err != nil {
 		t.Fatal(err)
 	}
-	if len(cases) < 15 {
-		t.Fatalf("%d cases in the table", len(cases))
+	if len(cases) < atLeast {
+		t.Fatalf("%d cases in %s", len(cases), path)
 	}
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {

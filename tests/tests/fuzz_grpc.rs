@@ -11,6 +11,7 @@ use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tonic::Code;
 use waterline_api::v1 as pb;
+use waterline_tests::fuzz::seed_and_cases;
 use waterline_tests::procs::{Service, write_file};
 
 fn quantity() -> impl Strategy<Value = i64> {
@@ -89,10 +90,6 @@ fn call() -> impl Strategy<Value = Call> {
     ]
 }
 
-fn env(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
-}
-
 #[tokio::test]
 async fn random_requests_get_ok_or_invalid_argument() -> Result<()> {
     let dir = tempfile::tempdir()?;
@@ -104,15 +101,7 @@ async fn random_requests_get_ok_or_invalid_argument() -> Result<()> {
         Service::scorer(collector.grpc, &["--max-request-bytes".into(), "65536".into()]).await?;
     let mut client = scorer.scorer_client().await?;
 
-    let seed = env("WATERLINE_FUZZ_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-    });
-    let cases = env("WATERLINE_FUZZ_CASES").unwrap_or(300);
-    println!("fuzz_grpc: seed {seed}, {cases} cases (replay: WATERLINE_FUZZ_SEED={seed})");
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let (seed, bytes, cases) = seed_and_cases("fuzz_grpc", 300);
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
     let mut runner = TestRunner::new_with_rng(Config::default(), rng);
     let strategy = call();
