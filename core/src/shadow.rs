@@ -108,6 +108,11 @@ pub struct ShadowView {
 }
 
 impl ShadowView {
+    /// A view of `snapshot` with no bound pods yet.
+    pub fn new(snapshot: Snapshot) -> Self {
+        ShadowView { snapshot, names_stale: true, ..ShadowView::default() }
+    }
+
     pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot
     }
