@@ -7,7 +7,8 @@
 //! dropped) all of it, and that time is printed; and the process's resident memory after
 //! the set-up. One mode per run, so each run's memory is its own:
 //!
-//! `cargo bench -p waterline-collector --bench shadow_burst -- off` (or `-- shadow`)
+//! `cargo bench -p waterline-collector --bench shadow_burst -- off` (or `-- shadow`;
+//! `-- shadow --no-drain` skips waiting for the judge)
 //!
 //! A plain `main` rather than criterion: one drained burst takes seconds (minutes on a
 //! loaded machine), and criterion's ten samples would multiply that.
@@ -122,6 +123,7 @@ fn main() {
             return;
         }
     };
+    let drain = !std::env::args().any(|a| a == "--no-drain");
     let policy = PolicyHandle::new(Policy::default());
     let before = rss_mib();
     let (state, mut index, decisions) = cluster(&policy, on);
@@ -150,7 +152,7 @@ fn main() {
         }
         let watch = started.elapsed();
         watch_ms.push(watch.as_secs_f64() * 1e3);
-        if let (Some(d), Some(before), 0) = (&decisions, before, round) {
+        if let (Some(d), Some(before), 0, true) = (&decisions, before, round, drain) {
             while d.judged() + d.dropped() < before + BURST as u64 {
                 std::thread::sleep(Duration::from_millis(5));
             }
