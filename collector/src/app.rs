@@ -16,6 +16,7 @@ use crate::args::Args;
 use crate::args::KubeMode;
 use crate::node_directory::NodeDirectory;
 use crate::service::Collector;
+use crate::shadow::{self, SchedulerFilter, ShadowMetrics};
 use crate::sources::kube::{self as kube_source, NodeAddresses};
 use crate::sources::{prometheus, static_file, synthetic};
 use crate::state::ClusterState;
@@ -55,6 +56,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         gauges.subscribers.clone(),
     );
     let prometheus_metrics = prometheus::SourceMetrics::register(&mut registry);
+    let shadow_metrics = args.shadow.shadow.then(|| ShadowMetrics::register(&mut registry));
     let admin =
         Admin::new(registry).with_tls(waterline_runtime::https::admin_config(&args.common)?);
 
@@ -97,8 +99,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             );
         }
     }
+    // Attached before any watch starts, so the judge sees every change.
+    let shadow = match shadow_metrics {
+        Some(metrics) => {
+            if args.kube_mode() == KubeMode::Off {
+                tracing::warn!("--shadow without the Kubernetes pod watch: no bind will be judged");
+            }
+            Some(shadow::start(&args.shadow, &state, policy.clone(), metrics)?)
+        }
+        None => None,
+    };
+    let (decisions, filter) = shadow.unzip();
     // Before Prometheus, so the node watch's addresses are there as early as possible.
-    let pods_synced = start_kube(&args, &state, &policy, &directory).await?;
+    let pods_synced = start_kube(&args, &state, &policy, &directory, filter).await?;
     // Capacity comes from the Kubernetes node watch when it runs (allocatable), else from
     // Prometheus (node-exporter), unless --prometheus-capacity says otherwise.
     let kube_capacity = pods_synced.is_some() && !args.owns_nodes();
@@ -128,7 +141,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let (health, router) = grpc::router_with_health(&args.common)?;
     health.set_serving::<CollectorServiceServer<Collector>>().await;
-    let service = CollectorServiceServer::new(Collector { state, policy, rpc })
+    let service = CollectorServiceServer::new(Collector { state, policy, rpc, shadow: decisions })
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
 
     tokio::spawn(admin.clone().serve(args.admin_addr, shutdown_signal()));
@@ -160,6 +173,7 @@ async fn start_kube(
     state: &ClusterState,
     policy: &PolicyHandle,
     directory: &NodeDirectory,
+    shadow: Option<std::sync::Arc<SchedulerFilter>>,
 ) -> anyhow::Result<Option<tokio::sync::watch::Receiver<bool>>> {
     let client = match args.kube_mode() {
         KubeMode::Off => return Ok(None),
@@ -181,6 +195,7 @@ async fn start_kube(
         state.clone(),
         policy.clone(),
         args.kube_watch_timeout,
+        shadow,
     );
     if args.owns_nodes() {
         tracing::info!("watching Kubernetes pods (the static or synthetic source owns nodes)");

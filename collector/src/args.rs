@@ -89,6 +89,9 @@ pub struct Args {
     pub no_kube: bool,
 
     #[command(flatten)]
+    pub shadow: crate::shadow::ShadowArgs,
+
+    #[command(flatten)]
     pub common: CommonArgs,
 }
 

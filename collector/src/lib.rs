@@ -8,6 +8,7 @@ mod args;
 pub mod node_directory;
 pub mod policy_check;
 pub mod service;
+pub mod shadow;
 pub mod sources;
 pub mod state;
 

@@ -17,6 +17,7 @@ use waterline_core::{Delta, LedgerSource, Millis, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
+use crate::shadow::Decisions;
 use crate::state::{ClusterState, Published};
 
 /// Messages queued per subscriber before its sender waits; a subscriber this far behind
@@ -27,6 +28,8 @@ pub struct Collector {
     pub state: ClusterState,
     pub policy: PolicyHandle,
     pub rpc: RpcMetrics,
+    /// Shadow mode's judgements; `None` when it is off.
+    pub shadow: Option<Arc<Decisions>>,
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchNodesResponse, Status>> + Send>>;
@@ -202,6 +205,30 @@ impl CollectorService for Collector {
                 self.state.release(uid);
                 Ok(pb::CollectorServiceUnreserveResponse {})
             }
+        };
+        timer.finish_grpc(&result);
+        result.map(Response::new)
+    }
+
+    async fn shadow_decisions(
+        &self,
+        request: Request<pb::ShadowDecisionsRequest>,
+    ) -> Result<Response<pb::ShadowDecisionsResponse>, Status> {
+        let timer = self.rpc.start("ShadowDecisions");
+        let request = request.into_inner();
+        let result = match &self.shadow {
+            None => Err(Status::failed_precondition(
+                "shadow mode is off: start the collector with --shadow",
+            )),
+            Some(shadow) => Ok(pb::ShadowDecisionsResponse {
+                decisions: shadow
+                    .recent(request.limit as usize, &request.scheduler_name)
+                    .iter()
+                    .map(ToProto::to_proto)
+                    .collect(),
+                judged: shadow.judged(),
+                dropped: shadow.dropped(),
+            }),
         };
         timer.finish_grpc(&result);
         result.map(Response::new)

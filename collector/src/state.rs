@@ -10,8 +10,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use tokio::sync::broadcast;
+use waterline_core::shadow::{Bind, Requests};
 use waterline_core::snapshot::{Capacity, Sample};
 use waterline_core::{Delta, Ledger, LedgerEntry, Millis, NodeReport, UnixMillis};
+
+use crate::shadow::feed::{ShadowEvent, ShadowFeed, ShadowTap};
 
 /// Deltas buffered per subscriber before it counts as lagging.
 const EVENT_BUFFER: usize = 1024;
@@ -82,6 +85,8 @@ struct Inner {
     nodes: BTreeMap<String, NodeRecord>,
     ledger: Ledger,
     metrics: BTreeMap<String, MetricHealth>,
+    /// Shadow mode's judge, when on: every change in order, plus the pod watch's binds.
+    shadow: Option<ShadowTap>,
 }
 
 #[derive(Clone)]
@@ -109,12 +114,16 @@ impl ClusterState {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn publish(&self, delta: Delta) {
+    /// Broadcasts a change (called under the lock, so changes go out in order), and queues
+    /// it for the shadow judge when one is attached.
+    fn publish(&self, inner: &mut Inner, delta: Delta) {
         if !delta.is_empty() {
+            let published = Arc::new(Published::new(Delta { sent_at: UnixMillis::now(), ..delta }));
+            if let Some(tap) = inner.shadow.as_mut() {
+                tap.send(ShadowEvent::Delta(published.clone()));
+            }
             // No receivers is fine: scorers subscribe whenever they like.
-            let _ = self
-                .events
-                .send(Arc::new(Published::new(Delta { sent_at: UnixMillis::now(), ..delta })));
+            let _ = self.events.send(published);
         }
     }
 
@@ -132,7 +141,7 @@ impl ClusterState {
             }
             inner.nodes = nodes;
             // Publish under the lock so deltas reach the channel in the order they happened.
-            self.publish(delta);
+            self.publish(&mut inner, delta);
         }
     }
 
@@ -156,7 +165,7 @@ impl ClusterState {
             }
             delta.nodes.push(report(name, node));
         }
-        self.publish(delta);
+        self.publish(&mut inner, delta);
     }
 
     /// Sets node capacities (from Kubernetes or Prometheus).
@@ -170,7 +179,7 @@ impl ClusterState {
                 delta.nodes.push(report(name, node));
             }
         }
-        self.publish(delta);
+        self.publish(&mut inner, delta);
     }
 
     /// Forgets a node (deleted from the cluster). Its ledger entries stay until their pods
@@ -178,7 +187,10 @@ impl ClusterState {
     pub fn remove_node(&self, name: &str) {
         let mut inner = self.lock();
         if inner.nodes.remove(name).is_some() {
-            self.publish(Delta { removed_nodes: vec![name.to_owned()], ..Delta::default() });
+            self.publish(
+                &mut inner,
+                Delta { removed_nodes: vec![name.to_owned()], ..Delta::default() },
+            );
         }
     }
 
@@ -193,16 +205,35 @@ impl ClusterState {
     /// Records a placement; broadcasts it when anything changed.
     pub fn place(&self, entry: LedgerEntry) {
         let mut inner = self.lock();
+        self.place_locked(&mut inner, entry);
+    }
+
+    fn place_locked(&self, inner: &mut Inner, entry: LedgerEntry) {
         if let Some(stored) = inner.ledger.apply(entry) {
-            self.publish(Delta { placed: vec![stored], ..Delta::default() });
+            self.publish(inner, Delta { placed: vec![stored], ..Delta::default() });
         }
+    }
+
+    /// The pod watch's placement of a bound pod with its requests. With shadow mode on,
+    /// `judge` (a bind another scheduler made) is queued for the judge *before* the
+    /// placement and the requests, so it is judged on the state as it was just before the
+    /// bind; then the placement enters the ledger as any other.
+    pub fn place_bound(&self, entry: LedgerEntry, requests: Requests, judge: Option<Bind>) {
+        let mut inner = self.lock();
+        if let Some(tap) = inner.shadow.as_mut() {
+            if let Some(bind) = judge {
+                tap.send(ShadowEvent::Judge(Box::new(bind)));
+            }
+            tap.bind(&entry.uid, &entry.node, requests);
+        }
+        self.place_locked(&mut inner, entry);
     }
 
     /// Forgets a placement; a no-op for an unknown pod.
     pub fn release(&self, uid: &str) {
         let mut inner = self.lock();
         if inner.ledger.delete(uid).is_some() {
-            self.publish(Delta { released: vec![uid.to_owned()], ..Delta::default() });
+            self.publish(&mut inner, Delta { released: vec![uid.to_owned()], ..Delta::default() });
         }
     }
 
@@ -211,18 +242,70 @@ impl ClusterState {
     /// it applied it locally and only a release from here removes it there (without one,
     /// every late guess stayed in that scorer's ledger for good; found by the soak).
     pub fn drop_expired_guess(&self, uid: &str) {
-        let inner = self.lock();
+        let mut inner = self.lock();
         if inner.ledger.get(uid).is_none() {
-            self.publish(Delta { released: vec![uid.to_owned()], ..Delta::default() });
+            self.publish(&mut inner, Delta { released: vec![uid.to_owned()], ..Delta::default() });
         }
     }
 
-    /// A fresh list of placed pods replaces the watched view of the ledger.
-    pub fn reset_ledger(&self, live: Vec<LedgerEntry>, now: UnixMillis, reserve_grace: Millis) {
+    /// The pod watch's release of a pod that no longer holds a node: its requests leave the
+    /// node too.
+    pub fn release_bound(&self, uid: &str) {
         let mut inner = self.lock();
+        if let Some(tap) = inner.shadow.as_mut() {
+            tap.unbind(uid);
+        }
+        if inner.ledger.delete(uid).is_some() {
+            self.publish(&mut inner, Delta { released: vec![uid.to_owned()], ..Delta::default() });
+        }
+    }
+
+    /// A fresh list of placed pods replaces the watched view of the ledger; `bound` (uid,
+    /// node, requests of each listed pod) replaces the shadow judge's bound requests, which
+    /// resyncs from a full snapshot.
+    pub fn reset_ledger(
+        &self,
+        live: Vec<LedgerEntry>,
+        bound: Vec<(String, String, Requests)>,
+        now: UnixMillis,
+        reserve_grace: Millis,
+    ) {
+        let mut inner = self.lock();
+        if let Some(tap) = inner.shadow.as_mut() {
+            tap.reset_bound(bound);
+        }
         let released = inner.ledger.reset(live.clone(), now, reserve_grace);
         let placed = live.iter().filter_map(|e| inner.ledger.get(&e.uid)).cloned().collect();
-        self.publish(Delta { placed, released, ..Delta::default() });
+        self.publish(&mut inner, Delta { placed, released, ..Delta::default() });
+    }
+
+    /// Attaches the shadow judge: every later change is queued for it (up to `queue`
+    /// events; past that it is dropped — binds counted in `dropped_binds` — and the judge
+    /// resyncs once it has caught up). Also returns the state at this point (as
+    /// [`ClusterState::shadow_resync`]), for the judge to start from.
+    pub fn attach_shadow(
+        &self,
+        queue: usize,
+        dropped_binds: prometheus_client::metrics::counter::Counter,
+    ) -> (ShadowFeed, Delta) {
+        let (tap, feed) = ShadowTap::new(queue, dropped_binds);
+        let mut inner = self.lock();
+        inner.shadow = Some(tap);
+        (feed, full_snapshot(&inner))
+    }
+
+    /// Whether the shadow judge missed changes and must resync.
+    pub fn shadow_gap(&self) -> bool {
+        self.lock().shadow.as_ref().is_some_and(ShadowTap::gap)
+    }
+
+    /// The full state for the shadow judge (a snapshot as WatchNodes sends one, and every
+    /// bound pod's requests), taken under the lock; changes are queued again from here on.
+    pub fn shadow_resync(&self) -> (Delta, Vec<(String, String, Requests)>) {
+        let mut inner = self.lock();
+        let full = full_snapshot(&inner);
+        let bound = inner.shadow.as_mut().map(ShadowTap::resume).unwrap_or_default();
+        (full, bound)
     }
 
     /// Drops Reserve entries no pod watch confirmed within `ttl`.
@@ -230,7 +313,7 @@ impl ClusterState {
         let mut inner = self.lock();
         let released = inner.ledger.prune_unconfirmed(now, ttl);
         let count = released.len();
-        self.publish(Delta { released, ..Delta::default() });
+        self.publish(&mut inner, Delta { released, ..Delta::default() });
         count
     }
 

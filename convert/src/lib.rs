@@ -14,6 +14,7 @@ mod delta;
 mod ledger;
 mod node;
 mod pod;
+mod shadow;
 mod time;
 
 pub use answer::{filter_response, score_response};

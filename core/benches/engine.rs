@@ -161,5 +161,39 @@ fn snapshot_apply(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, filter_and_score, snapshot_apply);
+/// Shadow mode (issue 18): judging one bind another scheduler made — Filter and Score over
+/// every node, request fit against the requests bound to each node (10 pods of 500m and
+/// 512 MiB per node here), and the chosen node's explanation.
+fn shadow_judge(c: &mut Criterion) {
+    use waterline_core::shadow::{Bind, Requests, ShadowView};
+    let policy = Policy::default();
+    let mut group = c.benchmark_group("shadow_judge");
+    for &n in &[100, 1_000, 5_000] {
+        group.throughput(Throughput::Elements(n as u64));
+        let input = OnceCell::new();
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            let view = input.get_or_init(|| {
+                let names = node_names(n);
+                let mut view = ShadowView::new(snapshot(&policy, &names));
+                let requests = Requests { cpu_millis: 500, memory_bytes: 512 << 20 };
+                for (i, node) in names.iter().enumerate() {
+                    for k in 0..LEDGER_PER_NODE {
+                        view.bind(&format!("pod-{i:05}-{k}"), node, requests);
+                    }
+                }
+                RefCell::new(view)
+            });
+            let bind = Bind {
+                pod: pod(),
+                scheduler: "default-scheduler".into(),
+                node: format!("synthetic-{:05}", n / 2),
+                bound_at: NOW,
+            };
+            b.iter(|| black_box(view.borrow_mut().judge(&policy, black_box(&bind), NOW)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, filter_and_score, snapshot_apply, shadow_judge);
 criterion_main!(benches);

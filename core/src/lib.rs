@@ -15,6 +15,7 @@ pub mod placement;
 pub mod pod;
 pub mod policy;
 pub mod quantity;
+pub mod shadow;
 pub mod snapshot;
 pub mod time;
 pub mod yaml;

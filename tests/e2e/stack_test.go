@@ -477,6 +477,8 @@ type stackOptions struct {
 	WaitMetrics bool
 	// ExtenderArgs: extra flags for waterline-extender.
 	ExtenderArgs []string
+	// CollectorArgs: extra flags for waterline-collector.
+	CollectorArgs []string
 }
 
 type stack struct {
@@ -584,6 +586,7 @@ func newStack(ctx context.Context, t *testing.T, o stackOptions) *stack {
 		}
 		cargs = append(cargs, "--node-map", nm)
 	}
+	cargs = append(cargs, o.CollectorArgs...)
 	s.collector = startProc(t, "collector", needBinary(t, "waterline-collector"), cargs...)
 	waitReady(ctx, t, s.collector, s.collectorAdmin, 60*time.Second)
 

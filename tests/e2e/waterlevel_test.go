@@ -54,14 +54,7 @@ func testWaterLevel(t *testing.T, path schedPath) {
 		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 		for _, n := range s.nodes {
 			u := obs[n]["cpu_usage_avg_5m"] + 100*(ledger[n]+estMillis)/capMillis
-			var sc float64
-			switch {
-			case u <= target:
-				sc = (100-target)*u/target + target
-			case u <= 100:
-				sc = target * (100 - u) / (100 - target)
-			}
-			r := int64(math.Round(sc))
+			r := waterLevelScore(target, u)
 			raw[n] = r
 			lo, hi = min(lo, r), max(hi, r)
 		}

@@ -5,6 +5,7 @@
 
 pub mod bad_http;
 pub mod exporter;
+pub mod fake_kube;
 pub mod fuzz;
 pub mod procs;
 pub mod prometheus;

@@ -3,80 +3,19 @@
 //! capacity, readiness waits for the pod list, and a restarted collector rebuilds the same
 //! ledger from a fresh list (a pod deleted while it was down is gone).
 //!
-//! The fake answers lists from its current objects and holds every watch open without
-//! events; the real kube-apiserver path is the end-to-end suite's job (tests/e2e).
+//! The fake (`waterline_tests::fake_kube`) answers lists from its current objects and
+//! holds every watch open (this test pushes no events); the real kube-apiserver path is
+//! the end-to-end suite's job (tests/e2e).
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Result;
-use axum::extract::{RawQuery, State};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use serde_json::{Value, json};
 use waterline_api::v1 as pb;
-use waterline_tests::procs::{Service, write_file};
+use waterline_tests::fake_kube::{FakeKube, node};
+use waterline_tests::procs::Service;
 
-#[derive(Clone, Default)]
-struct FakeApi {
-    pods: Arc<Mutex<Vec<Value>>>,
-    nodes: Arc<Mutex<Vec<Value>>>,
-    requests: Arc<Mutex<Vec<String>>>,
-}
-
-fn list_or_watch(items: &Mutex<Vec<Value>>, query: Option<String>) -> axum::response::Response {
-    let query = query.unwrap_or_default();
-    if query.contains("watch=true") {
-        // An open watch with nothing to say.
-        let never = tokio_stream::pending::<Result<String, std::io::Error>>();
-        return axum::body::Body::from_stream(never).into_response();
-    }
-    let items = items.lock().unwrap().clone();
-    axum::Json(json!({"apiVersion": "v1", "kind": "List",
-                      "metadata": {"resourceVersion": "100"}, "items": items}))
-    .into_response()
-}
-
-async fn pods(State(api): State<FakeApi>, RawQuery(q): RawQuery) -> axum::response::Response {
-    api.requests.lock().unwrap().push(format!("pods?{}", q.clone().unwrap_or_default()));
-    list_or_watch(&api.pods, q)
-}
-
-async fn nodes(State(api): State<FakeApi>, RawQuery(q): RawQuery) -> axum::response::Response {
-    api.requests.lock().unwrap().push(format!("nodes?{}", q.clone().unwrap_or_default()));
-    list_or_watch(&api.nodes, q)
-}
-
-async fn start_fake(api: FakeApi) -> Result<String> {
-    let app = axum::Router::new()
-        .route("/api/v1/pods", get(pods))
-        .route("/api/v1/nodes", get(nodes))
-        .with_state(api);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}", listener.local_addr()?);
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(url)
-}
-
-fn pod(name: &str, node: &str, scheduled: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
-                     "resourceVersion": "5", "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x",
-                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
-        "status": {"phase": "Running", "conditions": [
-            {"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled}]}
-    })
-}
-
-fn node(name: &str, cpu: &str, ip: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "resourceVersion": "3"},
-        "status": {"allocatable": {"cpu": cpu, "memory": "16Gi"},
-                   "addresses": [{"type": "InternalIP", "address": ip}]}
-    })
+fn pod(name: &str, node: &str, scheduled: &str) -> serde_json::Value {
+    waterline_tests::fake_kube::pod(name, node, scheduled, "default-scheduler")
 }
 
 async fn list_nodes(collector: &Service) -> Result<pb::ListNodesResponse> {
@@ -101,22 +40,13 @@ fn ledger(listed: &pb::ListNodesResponse) -> Vec<(String, String, i64, i64, i32)
 #[tokio::test]
 async fn collector_builds_the_ledger_from_the_api_server_and_rebuilds_it_after_a_restart()
 -> Result<()> {
-    let api = FakeApi::default();
-    *api.pods.lock().unwrap() =
-        vec![pod("a", "n1", "2026-11-29T10:00:00Z"), pod("b", "n2", "2026-11-29T10:05:00Z")];
-    *api.nodes.lock().unwrap() = vec![node("n1", "4", "10.0.0.1"), node("n2", "8", "10.0.0.2")];
-    let url = start_fake(api.clone()).await?;
+    let api = FakeKube::start(
+        vec![pod("a", "n1", "2026-11-29T10:00:00Z"), pod("b", "n2", "2026-11-29T10:05:00Z")],
+        vec![node("n1", "4", "10.0.0.1"), node("n2", "8", "10.0.0.2")],
+    )
+    .await?;
     let dir = tempfile::tempdir()?;
-    let kubeconfig = write_file(
-        dir.path(),
-        "kubeconfig",
-        &format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
-             clusters: [{{name: fake, cluster: {{server: '{url}'}}}}]\n\
-             users: [{{name: fake, user: {{token: dummy}}}}]\n\
-             contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n"
-        ),
-    );
+    let kubeconfig = api.kubeconfig(dir.path());
 
     let mut collector = Service::collector(&["--kubeconfig".to_string(), kubeconfig]).await?;
     // Ready means the pod list is in: no waiting needed.

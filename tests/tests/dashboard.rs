@@ -6,7 +6,9 @@
 //! shipped recording rules; a collector polling that Prometheus (two good metrics and one
 //! whose PromQL is invalid, so the failure counters exist); a scorer streaming from it; an
 //! extender in front of the scorer and a second extender pointed at a dead scorer address (so
-//! the fallback counters exist). The test drives Filter, Score and Reserve through gRPC and
+//! the fallback counters exist); a second collector in shadow mode (`--shadow`, static
+//! nodes, pods from a fake API server that binds two pods a round, so the shadow panels
+//! have judgements). The test drives Filter, Score and Reserve through gRPC and
 //! filter/prioritize through both extenders (one pod of another scheduler too), then
 //! evaluates the queries. Metrics that appear only after an event are made to exist by
 //! causing the event, never by dropping the query.
@@ -37,6 +39,7 @@ use tonic::transport::Channel;
 use waterline_api::v1 as pb;
 use waterline_api::v1::scorer_service_client::ScorerServiceClient;
 use waterline_tests::exporter::{FakeExporter, FakeNode};
+use waterline_tests::fake_kube::ShadowCollector;
 use waterline_tests::procs::{Service, bin, free_port, loopback, write_file};
 use waterline_tests::prometheus::{Prometheus, PrometheusConfig, repo_path, wait_until};
 
@@ -204,8 +207,11 @@ async fn every_dashboard_query_returns_series() -> Result<()> {
     .await?;
     let (collector_admin, scorer_admin) = (loopback(free_port()), loopback(free_port()));
     let (extender_admin, fallback_admin) = (loopback(free_port()), loopback(free_port()));
+    // A second collector in shadow mode (static nodes, pods from a fake API server), so the
+    // shadow panels have binds to show.
+    let shadow_admin = loopback(free_port());
     let mut scrape = exporter.scrape_configs();
-    scrape.push_str(&scrape_job("waterline-collector", &[collector_admin]));
+    scrape.push_str(&scrape_job("waterline-collector", &[collector_admin, shadow_admin]));
     scrape.push_str(&scrape_job("waterline-scorer", &[scorer_admin]));
     scrape.push_str(&scrape_job("waterline-scheduler", &[extender_admin, fallback_admin]));
     let prom = Prometheus::start(
@@ -251,6 +257,7 @@ async fn every_dashboard_query_returns_series() -> Result<()> {
     .await
     .with_context(|| format!("collector log:\n{}", collector.log_text()))?;
 
+    let shadow = ShadowCollector::start(loopback(free_port()), shadow_admin).await?;
     let extender = Extender::start(extender_admin, &scorer.url(), &policy).await?;
     // Nothing listens there: every call fails with UNAVAILABLE and is answered neutrally.
     let dead_scorer = format!("http://{}", loopback(free_port()));
@@ -282,6 +289,9 @@ async fn every_dashboard_query_returns_series() -> Result<()> {
     let outcome = wait_until(Duration::from_secs(60), || {
         round += 1;
         let (round, queries, prom, pending, traffic) = (round, &queries, &prom, &pending, &traffic);
+        // A bind the shadow collector judges as rejected (hot) and one it accepts (cool).
+        shadow.bind(&format!("shadow-hot-{round}"), "hot");
+        shadow.bind(&format!("shadow-cool-{round}"), "cool");
         async move {
             traffic.drive(round).await?;
             let mut empty = String::new();

@@ -73,6 +73,13 @@ impl CollectorService for FakeCollector {
         self.calls.lock().unwrap().push((uid, "unreserve"));
         Ok(Response::new(pb::CollectorServiceUnreserveResponse {}))
     }
+
+    async fn shadow_decisions(
+        &self,
+        _: Request<pb::ShadowDecisionsRequest>,
+    ) -> Result<Response<pb::ShadowDecisionsResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }
 
 async fn fake_collector(barrier: usize) -> (Channel, Arc<Mutex<Vec<(String, &'static str)>>>) {

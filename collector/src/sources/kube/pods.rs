@@ -7,6 +7,7 @@
 //! collector re-lists the same pods and gets the same times, so nothing is counted twice.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Pod as KubePod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -17,10 +18,12 @@ use waterline_core::pod::{
     effective_resources,
 };
 use waterline_core::quantity::{parse_bytes, parse_cpu_millis};
+use waterline_core::shadow::{Bind, Requests};
 use waterline_core::{LedgerEntry, LedgerSource, Pod, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 
 use super::Index;
+use crate::shadow::SchedulerFilter;
 use crate::state::ClusterState;
 
 /// What the watch makes of one pod object.
@@ -188,13 +191,18 @@ fn describe(pod: &KubePod) -> String {
 
 /// Feeds the pod watch into the ledger. Remembers which pods it placed (uid → node) so an
 /// unbound pod never releases a Reserve entry a scheduler made for it.
+///
+/// With shadow mode on it also hands the state each bound pod's requests, and each new
+/// bind by a judged scheduler to judge (`ClusterState::place_bound`).
 pub struct PodIndex {
     state: ClusterState,
     policy: PolicyHandle,
     placed: HashMap<String, String>,
-    /// Entries of the re-list under way, converted (trimmed) as they arrive.
-    relist: Option<Vec<LedgerEntry>>,
+    /// Entries of the re-list under way, converted (trimmed) as they arrive, with their
+    /// requests when shadow mode is on.
+    relist: Option<Vec<(LedgerEntry, Option<Requests>)>>,
     synced: watch::Sender<bool>,
+    shadow: Option<Arc<SchedulerFilter>>,
 }
 
 impl PodIndex {
@@ -205,7 +213,21 @@ impl PodIndex {
             placed: HashMap::new(),
             relist: None,
             synced: watch::Sender::new(false),
+            shadow: None,
         }
+    }
+
+    /// Shadow mode: requests and binds go to the state's judge; `filter` picks the binds.
+    pub fn with_shadow(mut self, filter: Option<Arc<SchedulerFilter>>) -> Self {
+        self.shadow = filter;
+        self
+    }
+
+    /// The pod's requests, when shadow mode needs them (a pod that converted into a ledger
+    /// entry has quantities that parse).
+    fn requests(&self, pod: &KubePod) -> Option<Pod> {
+        self.shadow.as_ref()?;
+        domain_pod(pod).ok()
     }
 
     /// Becomes `true` once the first full list has reached the ledger.
@@ -233,15 +255,31 @@ impl Index<KubePod> for PodIndex {
     fn apply(&mut self, pod: KubePod) {
         match self.convert(&pod) {
             Some(PodView::Placed(entry)) => {
-                self.placed.insert(entry.uid.clone(), entry.node.clone());
-                self.state.place(entry);
+                let previous = self.placed.insert(entry.uid.clone(), entry.node.clone());
+                let (Some(filter), Some(domain)) = (self.shadow.as_ref(), self.requests(&pod))
+                else {
+                    self.state.place(entry);
+                    return;
+                };
+                let scheduler = SchedulerFilter::name(
+                    pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()),
+                );
+                // A new bind (or a move): judged when its scheduler is, before it counts.
+                let new_bind = previous.as_deref() != Some(entry.node.as_str());
+                let judge = (new_bind && filter.judges(scheduler)).then(|| Bind {
+                    scheduler: scheduler.to_owned(),
+                    node: entry.node.clone(),
+                    bound_at: entry.placed_at,
+                    pod: domain.clone(),
+                });
+                self.state.place_bound(entry, Requests::of(&domain), judge);
             }
             Some(PodView::Unplaced { uid }) => {
                 // Unbound and never placed by this watch: a Reserve for it may be a bind
                 // under way, so it stays.
                 let was_placed = self.placed.remove(&uid).is_some();
                 if was_placed || is_finished(&pod) {
-                    self.state.release(&uid);
+                    self.state.release_bound(&uid);
                 }
             }
             None => {}
@@ -252,7 +290,7 @@ impl Index<KubePod> for PodIndex {
         // A deleted pod leaves whatever put it in the ledger, a Reserve included.
         if let Some(uid) = pod.metadata.uid.as_deref() {
             self.placed.remove(uid);
-            self.state.release(uid);
+            self.state.release_bound(uid);
         }
     }
 
@@ -262,18 +300,24 @@ impl Index<KubePod> for PodIndex {
 
     fn init_apply(&mut self, pod: KubePod) {
         if let Some(PodView::Placed(entry)) = self.convert(&pod) {
-            self.relist.get_or_insert_with(Vec::new).push(entry);
+            let requests = self.requests(&pod).map(|p| Requests::of(&p));
+            self.relist.get_or_insert_with(Vec::new).push((entry, requests));
         }
     }
 
     fn init_done(&mut self) {
-        let live = self.relist.take().unwrap_or_default();
-        self.placed = live.iter().map(|e| (e.uid.clone(), e.node.clone())).collect();
-        let count = live.len();
+        let listed = self.relist.take().unwrap_or_default();
+        self.placed = listed.iter().map(|(e, _)| (e.uid.clone(), e.node.clone())).collect();
+        let count = listed.len();
+        let bound = listed
+            .iter()
+            .filter_map(|(e, r)| Some((e.uid.clone(), e.node.clone(), (*r)?)))
+            .collect();
+        let live = listed.into_iter().map(|(e, _)| e).collect();
         // A Reserve the list does not show yet may be a bind under way: keep it for the
         // longest absorb window (it counts that long anyway).
         let grace = self.policy.get().longest_absorb_window();
-        self.state.reset_ledger(live, UnixMillis::now(), grace);
+        self.state.reset_ledger(live, bound, UnixMillis::now(), grace);
         tracing::info!(pods = count, "pod list synced into the ledger");
         self.synced.send_replace(true);
     }

@@ -121,8 +121,13 @@ fn ledger(state: &ClusterState) -> BTreeMap<String, (String, UnixMillis, LedgerS
 
 fn start_pods(client: Client) -> (ClusterState, watch::Receiver<bool>) {
     let state = ClusterState::default();
-    let synced =
-        spawn_pod_watch(client, state.clone(), PolicyHandle::new(Policy::default()), WATCH_TIMEOUT);
+    let synced = spawn_pod_watch(
+        client,
+        state.clone(),
+        PolicyHandle::new(Policy::default()),
+        WATCH_TIMEOUT,
+        None,
+    );
     (state, synced)
 }
 

@@ -537,6 +537,389 @@ func (*CollectorServiceUnreserveResponse) Descriptor() ([]byte, []int) {
 	return file_waterline_v1_collector_proto_rawDescGZIP(), []int{8}
 }
 
+type ShadowDecisionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many decisions, newest first; 0: every decision kept (--shadow-keep).
+	Limit uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only binds made by this scheduler (spec.schedulerName); empty: every scheduler.
+	SchedulerName string `protobuf:"bytes,2,opt,name=scheduler_name,json=schedulerName,proto3" json:"scheduler_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowDecisionsRequest) Reset() {
+	*x = ShadowDecisionsRequest{}
+	mi := &file_waterline_v1_collector_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowDecisionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowDecisionsRequest) ProtoMessage() {}
+
+func (x *ShadowDecisionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_collector_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowDecisionsRequest.ProtoReflect.Descriptor instead.
+func (*ShadowDecisionsRequest) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_collector_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ShadowDecisionsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ShadowDecisionsRequest) GetSchedulerName() string {
+	if x != nil {
+		return x.SchedulerName
+	}
+	return ""
+}
+
+type ShadowDecisionsResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Decisions []*ShadowDecision      `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	// Binds judged since the collector started.
+	Judged uint64 `protobuf:"varint,2,opt,name=judged,proto3" json:"judged,omitempty"`
+	// Binds not judged because the judge's queue was full (--shadow-queue).
+	Dropped       uint64 `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowDecisionsResponse) Reset() {
+	*x = ShadowDecisionsResponse{}
+	mi := &file_waterline_v1_collector_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowDecisionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowDecisionsResponse) ProtoMessage() {}
+
+func (x *ShadowDecisionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_collector_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowDecisionsResponse.ProtoReflect.Descriptor instead.
+func (*ShadowDecisionsResponse) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_collector_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ShadowDecisionsResponse) GetDecisions() []*ShadowDecision {
+	if x != nil {
+		return x.Decisions
+	}
+	return nil
+}
+
+func (x *ShadowDecisionsResponse) GetJudged() uint64 {
+	if x != nil {
+		return x.Judged
+	}
+	return 0
+}
+
+func (x *ShadowDecisionsResponse) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+// How waterline judges one bind another scheduler made, on the collector's state (node
+// samples and ledger) as it was just before the bind.
+type ShadowDecision struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PodNamespace string                 `protobuf:"bytes,1,opt,name=pod_namespace,json=podNamespace,proto3" json:"pod_namespace,omitempty"`
+	PodName      string                 `protobuf:"bytes,2,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
+	PodUid       string                 `protobuf:"bytes,3,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	// The scheduler that made the bind (spec.schedulerName).
+	SchedulerName string `protobuf:"bytes,4,opt,name=scheduler_name,json=schedulerName,proto3" json:"scheduler_name,omitempty"`
+	// The node the scheduler chose, and waterline's score of it (0..100) for this pod.
+	ChosenNode  string `protobuf:"bytes,5,opt,name=chosen_node,json=chosenNode,proto3" json:"chosen_node,omitempty"`
+	ChosenScore int64  `protobuf:"varint,6,opt,name=chosen_score,json=chosenScore,proto3" json:"chosen_score,omitempty"`
+	// Why waterline's Filter would reject the chosen node, as Filter words it (e.g.
+	// "cpu_usage_avg_5m 90.6% > 65%"); empty when Filter would accept it.
+	RejectedReason string `protobuf:"bytes,7,opt,name=rejected_reason,json=rejectedReason,proto3" json:"rejected_reason,omitempty"`
+	// The metrics the rejection names (or "anti-colocation"), in its order.
+	RejectedBy []string `protobuf:"bytes,8,rep,name=rejected_by,json=rejectedBy,proto3" json:"rejected_by,omitempty"`
+	// Whether the chosen node fits the pod's cpu and memory requests (allocatable minus the
+	// requests of the pods bound there; an approximation of NodeResourcesFit, see README).
+	ChosenFitsRequests bool `protobuf:"varint,9,opt,name=chosen_fits_requests,json=chosenFitsRequests,proto3" json:"chosen_fits_requests,omitempty"`
+	// Whether the collector knows the chosen node (else Filter passes it and Score gives it
+	// the stale score, as for any unknown node).
+	ChosenKnown bool `protobuf:"varint,10,opt,name=chosen_known,json=chosenKnown,proto3" json:"chosen_known,omitempty"`
+	// Waterline's best node: the highest score among the nodes that fit the requests and
+	// pass Filter (the chosen node on a tie). Empty: no node would have taken the pod.
+	BestNode  string `protobuf:"bytes,11,opt,name=best_node,json=bestNode,proto3" json:"best_node,omitempty"`
+	BestScore int64  `protobuf:"varint,12,opt,name=best_score,json=bestScore,proto3" json:"best_score,omitempty"`
+	// best_score - chosen_score, at least 0 (0 without a best node).
+	Regret int64 `protobuf:"varint,13,opt,name=regret,proto3" json:"regret,omitempty"`
+	// The chosen node's predicted utilisation (observed + ledger + this pod) of each
+	// water-level metric with a fresh sample, against the metric's target.
+	ChosenLevels []*ShadowLevel `protobuf:"bytes,14,rep,name=chosen_levels,json=chosenLevels,proto3" json:"chosen_levels,omitempty"`
+	// Nodes judged, those that fit the requests, and those that also pass Filter.
+	CandidateNodes uint32 `protobuf:"varint,15,opt,name=candidate_nodes,json=candidateNodes,proto3" json:"candidate_nodes,omitempty"`
+	FittingNodes   uint32 `protobuf:"varint,16,opt,name=fitting_nodes,json=fittingNodes,proto3" json:"fitting_nodes,omitempty"`
+	FeasibleNodes  uint32 `protobuf:"varint,17,opt,name=feasible_nodes,json=feasibleNodes,proto3" json:"feasible_nodes,omitempty"`
+	// The pod's PodScheduled time, and when waterline judged the bind.
+	BoundAt       *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=bound_at,json=boundAt,proto3" json:"bound_at,omitempty"`
+	JudgedAt      *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=judged_at,json=judgedAt,proto3" json:"judged_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowDecision) Reset() {
+	*x = ShadowDecision{}
+	mi := &file_waterline_v1_collector_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowDecision) ProtoMessage() {}
+
+func (x *ShadowDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_collector_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowDecision.ProtoReflect.Descriptor instead.
+func (*ShadowDecision) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_collector_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ShadowDecision) GetPodNamespace() string {
+	if x != nil {
+		return x.PodNamespace
+	}
+	return ""
+}
+
+func (x *ShadowDecision) GetPodName() string {
+	if x != nil {
+		return x.PodName
+	}
+	return ""
+}
+
+func (x *ShadowDecision) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
+}
+
+func (x *ShadowDecision) GetSchedulerName() string {
+	if x != nil {
+		return x.SchedulerName
+	}
+	return ""
+}
+
+func (x *ShadowDecision) GetChosenNode() string {
+	if x != nil {
+		return x.ChosenNode
+	}
+	return ""
+}
+
+func (x *ShadowDecision) GetChosenScore() int64 {
+	if x != nil {
+		return x.ChosenScore
+	}
+	return 0
+}
+
+func (x *ShadowDecision) GetRejectedReason() string {
+	if x != nil {
+		return x.RejectedReason
+	}
+	return ""
+}
+
+func (x *ShadowDecision) GetRejectedBy() []string {
+	if x != nil {
+		return x.RejectedBy
+	}
+	return nil
+}
+
+func (x *ShadowDecision) GetChosenFitsRequests() bool {
+	if x != nil {
+		return x.ChosenFitsRequests
+	}
+	return false
+}
+
+func (x *ShadowDecision) GetChosenKnown() bool {
+	if x != nil {
+		return x.ChosenKnown
+	}
+	return false
+}
+
+func (x *ShadowDecision) GetBestNode() string {
+	if x != nil {
+		return x.BestNode
+	}
+	return ""
+}
+
+func (x *ShadowDecision) GetBestScore() int64 {
+	if x != nil {
+		return x.BestScore
+	}
+	return 0
+}
+
+func (x *ShadowDecision) GetRegret() int64 {
+	if x != nil {
+		return x.Regret
+	}
+	return 0
+}
+
+func (x *ShadowDecision) GetChosenLevels() []*ShadowLevel {
+	if x != nil {
+		return x.ChosenLevels
+	}
+	return nil
+}
+
+func (x *ShadowDecision) GetCandidateNodes() uint32 {
+	if x != nil {
+		return x.CandidateNodes
+	}
+	return 0
+}
+
+func (x *ShadowDecision) GetFittingNodes() uint32 {
+	if x != nil {
+		return x.FittingNodes
+	}
+	return 0
+}
+
+func (x *ShadowDecision) GetFeasibleNodes() uint32 {
+	if x != nil {
+		return x.FeasibleNodes
+	}
+	return 0
+}
+
+func (x *ShadowDecision) GetBoundAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BoundAt
+	}
+	return nil
+}
+
+func (x *ShadowDecision) GetJudgedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.JudgedAt
+	}
+	return nil
+}
+
+// One metric's predicted utilisation on a node against its water level, in percent.
+type ShadowLevel struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Metric           string                 `protobuf:"bytes,1,opt,name=metric,proto3" json:"metric,omitempty"`
+	PredictedPercent float64                `protobuf:"fixed64,2,opt,name=predicted_percent,json=predictedPercent,proto3" json:"predicted_percent,omitempty"`
+	TargetPercent    float64                `protobuf:"fixed64,3,opt,name=target_percent,json=targetPercent,proto3" json:"target_percent,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ShadowLevel) Reset() {
+	*x = ShadowLevel{}
+	mi := &file_waterline_v1_collector_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowLevel) ProtoMessage() {}
+
+func (x *ShadowLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_collector_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowLevel.ProtoReflect.Descriptor instead.
+func (*ShadowLevel) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_collector_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ShadowLevel) GetMetric() string {
+	if x != nil {
+		return x.Metric
+	}
+	return ""
+}
+
+func (x *ShadowLevel) GetPredictedPercent() float64 {
+	if x != nil {
+		return x.PredictedPercent
+	}
+	return 0
+}
+
+func (x *ShadowLevel) GetTargetPercent() float64 {
+	if x != nil {
+		return x.TargetPercent
+	}
+	return 0
+}
+
 var File_waterline_v1_collector_proto protoreflect.FileDescriptor
 
 const file_waterline_v1_collector_proto_rawDesc = "" +
@@ -576,13 +959,49 @@ const file_waterline_v1_collector_proto_rawDesc = "" +
 	" CollectorServiceUnreserveRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"#\n" +
-	"!CollectorServiceUnreserveResponse2\x89\x03\n" +
+	"!CollectorServiceUnreserveResponse\"U\n" +
+	"\x16ShadowDecisionsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\x12%\n" +
+	"\x0escheduler_name\x18\x02 \x01(\tR\rschedulerName\"\x87\x01\n" +
+	"\x17ShadowDecisionsResponse\x12:\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x1c.waterline.v1.ShadowDecisionR\tdecisions\x12\x16\n" +
+	"\x06judged\x18\x02 \x01(\x04R\x06judged\x12\x18\n" +
+	"\adropped\x18\x03 \x01(\x04R\adropped\"\xec\x05\n" +
+	"\x0eShadowDecision\x12#\n" +
+	"\rpod_namespace\x18\x01 \x01(\tR\fpodNamespace\x12\x19\n" +
+	"\bpod_name\x18\x02 \x01(\tR\apodName\x12\x17\n" +
+	"\apod_uid\x18\x03 \x01(\tR\x06podUid\x12%\n" +
+	"\x0escheduler_name\x18\x04 \x01(\tR\rschedulerName\x12\x1f\n" +
+	"\vchosen_node\x18\x05 \x01(\tR\n" +
+	"chosenNode\x12!\n" +
+	"\fchosen_score\x18\x06 \x01(\x03R\vchosenScore\x12'\n" +
+	"\x0frejected_reason\x18\a \x01(\tR\x0erejectedReason\x12\x1f\n" +
+	"\vrejected_by\x18\b \x03(\tR\n" +
+	"rejectedBy\x120\n" +
+	"\x14chosen_fits_requests\x18\t \x01(\bR\x12chosenFitsRequests\x12!\n" +
+	"\fchosen_known\x18\n" +
+	" \x01(\bR\vchosenKnown\x12\x1b\n" +
+	"\tbest_node\x18\v \x01(\tR\bbestNode\x12\x1d\n" +
+	"\n" +
+	"best_score\x18\f \x01(\x03R\tbestScore\x12\x16\n" +
+	"\x06regret\x18\r \x01(\x03R\x06regret\x12>\n" +
+	"\rchosen_levels\x18\x0e \x03(\v2\x19.waterline.v1.ShadowLevelR\fchosenLevels\x12'\n" +
+	"\x0fcandidate_nodes\x18\x0f \x01(\rR\x0ecandidateNodes\x12#\n" +
+	"\rfitting_nodes\x18\x10 \x01(\rR\ffittingNodes\x12%\n" +
+	"\x0efeasible_nodes\x18\x11 \x01(\rR\rfeasibleNodes\x125\n" +
+	"\bbound_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\aboundAt\x127\n" +
+	"\tjudged_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\bjudgedAt\"y\n" +
+	"\vShadowLevel\x12\x16\n" +
+	"\x06metric\x18\x01 \x01(\tR\x06metric\x12+\n" +
+	"\x11predicted_percent\x18\x02 \x01(\x01R\x10predictedPercent\x12%\n" +
+	"\x0etarget_percent\x18\x03 \x01(\x01R\rtargetPercent2\xe9\x03\n" +
 	"\x10CollectorService\x12Q\n" +
 	"\n" +
 	"WatchNodes\x12\x1f.waterline.v1.WatchNodesRequest\x1a .waterline.v1.WatchNodesResponse0\x01\x12L\n" +
 	"\tListNodes\x12\x1e.waterline.v1.ListNodesRequest\x1a\x1f.waterline.v1.ListNodesResponse\x12f\n" +
 	"\aReserve\x12,.waterline.v1.CollectorServiceReserveRequest\x1a-.waterline.v1.CollectorServiceReserveResponse\x12l\n" +
-	"\tUnreserve\x12..waterline.v1.CollectorServiceUnreserveRequest\x1a/.waterline.v1.CollectorServiceUnreserveResponseB\xb7\x01\n" +
+	"\tUnreserve\x12..waterline.v1.CollectorServiceUnreserveRequest\x1a/.waterline.v1.CollectorServiceUnreserveResponse\x12^\n" +
+	"\x0fShadowDecisions\x12$.waterline.v1.ShadowDecisionsRequest\x1a%.waterline.v1.ShadowDecisionsResponseB\xb7\x01\n" +
 	"\x10com.waterline.v1B\x0eCollectorProtoP\x01ZBgithub.com/waterline/waterline/plugin/gen/waterline/v1;waterlinev1\xa2\x02\x03WXX\xaa\x02\fWaterline.V1\xca\x02\fWaterline\\V1\xe2\x02\x18Waterline\\V1\\GPBMetadata\xea\x02\rWaterline::V1b\x06proto3"
 
 var (
@@ -597,7 +1016,7 @@ func file_waterline_v1_collector_proto_rawDescGZIP() []byte {
 	return file_waterline_v1_collector_proto_rawDescData
 }
 
-var file_waterline_v1_collector_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_waterline_v1_collector_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_waterline_v1_collector_proto_goTypes = []any{
 	(*WatchNodesRequest)(nil),                 // 0: waterline.v1.WatchNodesRequest
 	(*WatchNodesResponse)(nil),                // 1: waterline.v1.WatchNodesResponse
@@ -608,37 +1027,47 @@ var file_waterline_v1_collector_proto_goTypes = []any{
 	(*CollectorServiceReserveResponse)(nil),   // 6: waterline.v1.CollectorServiceReserveResponse
 	(*CollectorServiceUnreserveRequest)(nil),  // 7: waterline.v1.CollectorServiceUnreserveRequest
 	(*CollectorServiceUnreserveResponse)(nil), // 8: waterline.v1.CollectorServiceUnreserveResponse
-	(*NodeState)(nil),                         // 9: waterline.v1.NodeState
-	(*LedgerEntry)(nil),                       // 10: waterline.v1.LedgerEntry
-	(*timestamppb.Timestamp)(nil),             // 11: google.protobuf.Timestamp
-	(*PodInfo)(nil),                           // 12: waterline.v1.PodInfo
-	(*durationpb.Duration)(nil),               // 13: google.protobuf.Duration
+	(*ShadowDecisionsRequest)(nil),            // 9: waterline.v1.ShadowDecisionsRequest
+	(*ShadowDecisionsResponse)(nil),           // 10: waterline.v1.ShadowDecisionsResponse
+	(*ShadowDecision)(nil),                    // 11: waterline.v1.ShadowDecision
+	(*ShadowLevel)(nil),                       // 12: waterline.v1.ShadowLevel
+	(*NodeState)(nil),                         // 13: waterline.v1.NodeState
+	(*LedgerEntry)(nil),                       // 14: waterline.v1.LedgerEntry
+	(*timestamppb.Timestamp)(nil),             // 15: google.protobuf.Timestamp
+	(*PodInfo)(nil),                           // 16: waterline.v1.PodInfo
+	(*durationpb.Duration)(nil),               // 17: google.protobuf.Duration
 }
 var file_waterline_v1_collector_proto_depIdxs = []int32{
-	9,  // 0: waterline.v1.WatchNodesResponse.nodes:type_name -> waterline.v1.NodeState
-	10, // 1: waterline.v1.WatchNodesResponse.placed:type_name -> waterline.v1.LedgerEntry
-	11, // 2: waterline.v1.WatchNodesResponse.sent_at:type_name -> google.protobuf.Timestamp
-	11, // 3: waterline.v1.MetricStatus.last_success:type_name -> google.protobuf.Timestamp
-	9,  // 4: waterline.v1.ListNodesResponse.nodes:type_name -> waterline.v1.NodeState
-	10, // 5: waterline.v1.ListNodesResponse.ledger:type_name -> waterline.v1.LedgerEntry
+	13, // 0: waterline.v1.WatchNodesResponse.nodes:type_name -> waterline.v1.NodeState
+	14, // 1: waterline.v1.WatchNodesResponse.placed:type_name -> waterline.v1.LedgerEntry
+	15, // 2: waterline.v1.WatchNodesResponse.sent_at:type_name -> google.protobuf.Timestamp
+	15, // 3: waterline.v1.MetricStatus.last_success:type_name -> google.protobuf.Timestamp
+	13, // 4: waterline.v1.ListNodesResponse.nodes:type_name -> waterline.v1.NodeState
+	14, // 5: waterline.v1.ListNodesResponse.ledger:type_name -> waterline.v1.LedgerEntry
 	3,  // 6: waterline.v1.ListNodesResponse.metrics:type_name -> waterline.v1.MetricStatus
-	12, // 7: waterline.v1.CollectorServiceReserveRequest.pod:type_name -> waterline.v1.PodInfo
-	11, // 8: waterline.v1.CollectorServiceReserveRequest.placed_at:type_name -> google.protobuf.Timestamp
-	13, // 9: waterline.v1.CollectorServiceReserveRequest.provisional_ttl:type_name -> google.protobuf.Duration
-	12, // 10: waterline.v1.CollectorServiceUnreserveRequest.pod:type_name -> waterline.v1.PodInfo
-	0,  // 11: waterline.v1.CollectorService.WatchNodes:input_type -> waterline.v1.WatchNodesRequest
-	2,  // 12: waterline.v1.CollectorService.ListNodes:input_type -> waterline.v1.ListNodesRequest
-	5,  // 13: waterline.v1.CollectorService.Reserve:input_type -> waterline.v1.CollectorServiceReserveRequest
-	7,  // 14: waterline.v1.CollectorService.Unreserve:input_type -> waterline.v1.CollectorServiceUnreserveRequest
-	1,  // 15: waterline.v1.CollectorService.WatchNodes:output_type -> waterline.v1.WatchNodesResponse
-	4,  // 16: waterline.v1.CollectorService.ListNodes:output_type -> waterline.v1.ListNodesResponse
-	6,  // 17: waterline.v1.CollectorService.Reserve:output_type -> waterline.v1.CollectorServiceReserveResponse
-	8,  // 18: waterline.v1.CollectorService.Unreserve:output_type -> waterline.v1.CollectorServiceUnreserveResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	16, // 7: waterline.v1.CollectorServiceReserveRequest.pod:type_name -> waterline.v1.PodInfo
+	15, // 8: waterline.v1.CollectorServiceReserveRequest.placed_at:type_name -> google.protobuf.Timestamp
+	17, // 9: waterline.v1.CollectorServiceReserveRequest.provisional_ttl:type_name -> google.protobuf.Duration
+	16, // 10: waterline.v1.CollectorServiceUnreserveRequest.pod:type_name -> waterline.v1.PodInfo
+	11, // 11: waterline.v1.ShadowDecisionsResponse.decisions:type_name -> waterline.v1.ShadowDecision
+	12, // 12: waterline.v1.ShadowDecision.chosen_levels:type_name -> waterline.v1.ShadowLevel
+	15, // 13: waterline.v1.ShadowDecision.bound_at:type_name -> google.protobuf.Timestamp
+	15, // 14: waterline.v1.ShadowDecision.judged_at:type_name -> google.protobuf.Timestamp
+	0,  // 15: waterline.v1.CollectorService.WatchNodes:input_type -> waterline.v1.WatchNodesRequest
+	2,  // 16: waterline.v1.CollectorService.ListNodes:input_type -> waterline.v1.ListNodesRequest
+	5,  // 17: waterline.v1.CollectorService.Reserve:input_type -> waterline.v1.CollectorServiceReserveRequest
+	7,  // 18: waterline.v1.CollectorService.Unreserve:input_type -> waterline.v1.CollectorServiceUnreserveRequest
+	9,  // 19: waterline.v1.CollectorService.ShadowDecisions:input_type -> waterline.v1.ShadowDecisionsRequest
+	1,  // 20: waterline.v1.CollectorService.WatchNodes:output_type -> waterline.v1.WatchNodesResponse
+	4,  // 21: waterline.v1.CollectorService.ListNodes:output_type -> waterline.v1.ListNodesResponse
+	6,  // 22: waterline.v1.CollectorService.Reserve:output_type -> waterline.v1.CollectorServiceReserveResponse
+	8,  // 23: waterline.v1.CollectorService.Unreserve:output_type -> waterline.v1.CollectorServiceUnreserveResponse
+	10, // 24: waterline.v1.CollectorService.ShadowDecisions:output_type -> waterline.v1.ShadowDecisionsResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_collector_proto_init() }
@@ -653,7 +1082,7 @@ func file_waterline_v1_collector_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waterline_v1_collector_proto_rawDesc), len(file_waterline_v1_collector_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CollectorService_WatchNodes_FullMethodName = "/waterline.v1.CollectorService/WatchNodes"
-	CollectorService_ListNodes_FullMethodName  = "/waterline.v1.CollectorService/ListNodes"
-	CollectorService_Reserve_FullMethodName    = "/waterline.v1.CollectorService/Reserve"
-	CollectorService_Unreserve_FullMethodName  = "/waterline.v1.CollectorService/Unreserve"
+	CollectorService_WatchNodes_FullMethodName      = "/waterline.v1.CollectorService/WatchNodes"
+	CollectorService_ListNodes_FullMethodName       = "/waterline.v1.CollectorService/ListNodes"
+	CollectorService_Reserve_FullMethodName         = "/waterline.v1.CollectorService/Reserve"
+	CollectorService_Unreserve_FullMethodName       = "/waterline.v1.CollectorService/Unreserve"
+	CollectorService_ShadowDecisions_FullMethodName = "/waterline.v1.CollectorService/ShadowDecisions"
 )
 
 // CollectorServiceClient is the client API for CollectorService service.
@@ -40,6 +41,12 @@ type CollectorServiceClient interface {
 	Reserve(ctx context.Context, in *CollectorServiceReserveRequest, opts ...grpc.CallOption) (*CollectorServiceReserveResponse, error)
 	// Removes a placement from the ledger (no-op for an unknown pod).
 	Unreserve(ctx context.Context, in *CollectorServiceUnreserveRequest, opts ...grpc.CallOption) (*CollectorServiceUnreserveResponse, error)
+	// Shadow mode (collector flag --shadow): the most recent judgements of binds that other
+	// schedulers made, newest first — for each, the node chosen and how waterline scores and
+	// filters it, and the node waterline would have picked. FAILED_PRECONDITION when shadow
+	// mode is off. Every collector replica judges every bind on its own, so any replica
+	// answers for the whole cluster.
+	ShadowDecisions(ctx context.Context, in *ShadowDecisionsRequest, opts ...grpc.CallOption) (*ShadowDecisionsResponse, error)
 }
 
 type collectorServiceClient struct {
@@ -99,6 +106,16 @@ func (c *collectorServiceClient) Unreserve(ctx context.Context, in *CollectorSer
 	return out, nil
 }
 
+func (c *collectorServiceClient) ShadowDecisions(ctx context.Context, in *ShadowDecisionsRequest, opts ...grpc.CallOption) (*ShadowDecisionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShadowDecisionsResponse)
+	err := c.cc.Invoke(ctx, CollectorService_ShadowDecisions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CollectorServiceServer is the server API for CollectorService service.
 // All implementations must embed UnimplementedCollectorServiceServer
 // for forward compatibility.
@@ -114,6 +131,12 @@ type CollectorServiceServer interface {
 	Reserve(context.Context, *CollectorServiceReserveRequest) (*CollectorServiceReserveResponse, error)
 	// Removes a placement from the ledger (no-op for an unknown pod).
 	Unreserve(context.Context, *CollectorServiceUnreserveRequest) (*CollectorServiceUnreserveResponse, error)
+	// Shadow mode (collector flag --shadow): the most recent judgements of binds that other
+	// schedulers made, newest first — for each, the node chosen and how waterline scores and
+	// filters it, and the node waterline would have picked. FAILED_PRECONDITION when shadow
+	// mode is off. Every collector replica judges every bind on its own, so any replica
+	// answers for the whole cluster.
+	ShadowDecisions(context.Context, *ShadowDecisionsRequest) (*ShadowDecisionsResponse, error)
 	mustEmbedUnimplementedCollectorServiceServer()
 }
 
@@ -135,6 +158,9 @@ func (UnimplementedCollectorServiceServer) Reserve(context.Context, *CollectorSe
 }
 func (UnimplementedCollectorServiceServer) Unreserve(context.Context, *CollectorServiceUnreserveRequest) (*CollectorServiceUnreserveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Unreserve not implemented")
+}
+func (UnimplementedCollectorServiceServer) ShadowDecisions(context.Context, *ShadowDecisionsRequest) (*ShadowDecisionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ShadowDecisions not implemented")
 }
 func (UnimplementedCollectorServiceServer) mustEmbedUnimplementedCollectorServiceServer() {}
 func (UnimplementedCollectorServiceServer) testEmbeddedByValue()                          {}
@@ -222,6 +248,24 @@ func _CollectorService_Unreserve_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CollectorService_ShadowDecisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShadowDecisionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CollectorServiceServer).ShadowDecisions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CollectorService_ShadowDecisions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CollectorServiceServer).ShadowDecisions(ctx, req.(*ShadowDecisionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CollectorService_ServiceDesc is the grpc.ServiceDesc for CollectorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -240,6 +284,10 @@ var CollectorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Unreserve",
 			Handler:    _CollectorService_Unreserve_Handler,
+		},
+		{
+			MethodName: "ShadowDecisions",
+			Handler:    _CollectorService_ShadowDecisions_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
