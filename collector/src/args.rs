@@ -3,7 +3,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use waterline_core::time::parse_std_duration;
-use waterline_runtime::args::{CommonArgs, parse_addr};
+use waterline_runtime::args::{CommonArgs, GrpcLimitArgs, parse_addr};
 
 /// Collects node usage and recent placements, and streams them to waterline scorers.
 ///
@@ -72,6 +72,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub common: CommonArgs,
+
+    #[command(flatten)]
+    pub limits: GrpcLimitArgs,
 }
 
 #[derive(clap::Subcommand, Clone, Debug)]
