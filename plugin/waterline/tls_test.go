@@ -3,16 +3,10 @@ package waterline
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,65 +19,35 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	waterlinev1 "github.com/waterline/waterline/plugin/gen/waterline/v1"
+	"github.com/waterline/waterline/plugin/testpki"
 )
 
 // testCA issues certificates for the TLS tests.
 type testCA struct {
+	*testpki.CA
 	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
 	pem  []byte
 }
 
 func newTestCA(t *testing.T) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testpki.NewCA("waterline test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "waterline test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return &testCA{CA: ca, cert: ca.Cert, pem: ca.PEM}
 }
 
 // issue returns a leaf certificate for dnsName as PEM files (cert, key) in dir.
 func (ca *testCA) issue(t *testing.T, dir, dnsName string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: dnsName},
-		DNSNames:     []string{dnsName},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	certPEM, keyPEM, err := ca.Issue(dnsName, usage)
 	if err != nil {
 		t.Fatal(err)
 	}
 	certFile, keyFile = filepath.Join(dir, dnsName+".crt"), filepath.Join(dir, dnsName+".key")
-	writeFile(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	writeFile(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	writeFile(t, certFile, certPEM)
+	writeFile(t, keyFile, keyPEM)
 	return certFile, keyFile
 }
 

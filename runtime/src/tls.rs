@@ -133,6 +133,14 @@ struct Material {
     server_verifier: Option<Arc<dyn ServerCertVerifier>>,
 }
 
+/// `rustls::crypto::verify_tls12_signature` or `verify_tls13_signature`.
+type SignatureCheck = fn(
+    &[u8],
+    &CertificateDer<'_>,
+    &DigitallySignedStruct,
+    &rustls::crypto::WebPkiSupportedAlgorithms,
+) -> Result<HandshakeSignatureValid, rustls::Error>;
+
 /// Modification time and length of each file: a change of either means "read again".
 type Stamps = Vec<Option<(SystemTime, u64)>>;
 
@@ -246,6 +254,18 @@ impl Reloader {
         }
     }
 
+    /// A handshake signature checked with the provider's algorithms (the same for either
+    /// side, whatever the CA).
+    fn signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+        verify: SignatureCheck,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
     /// Checks the files every `interval` for as long as the reloader is in use.
     fn watch(self: &Arc<Self>, interval: Duration) {
         let weak: Weak<Reloader> = Arc::downgrade(self);
@@ -347,12 +367,7 @@ impl ClientCertVerifier for ServerSide {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.provider.signature_verification_algorithms,
-        )
+        self.0.signature(message, cert, dss, rustls::crypto::verify_tls12_signature)
     }
 
     fn verify_tls13_signature(
@@ -361,12 +376,7 @@ impl ClientCertVerifier for ServerSide {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.provider.signature_verification_algorithms,
-        )
+        self.0.signature(message, cert, dss, rustls::crypto::verify_tls13_signature)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -413,12 +423,7 @@ impl ServerCertVerifier for ClientSide {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.provider.signature_verification_algorithms,
-        )
+        self.0.signature(message, cert, dss, rustls::crypto::verify_tls12_signature)
     }
 
     fn verify_tls13_signature(
@@ -427,12 +432,7 @@ impl ServerCertVerifier for ClientSide {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.provider.signature_verification_algorithms,
-        )
+        self.0.signature(message, cert, dss, rustls::crypto::verify_tls13_signature)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

@@ -12,15 +12,9 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -32,60 +26,29 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
+	"github.com/waterline/waterline/plugin/testpki"
 	"github.com/waterline/waterline/plugin/waterline"
 	"github.com/waterline/waterline/tests/e2e/harness"
 )
 
-// e2eCA issues the certificates of one generation.
-type e2eCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
+func newE2ECA(t *testing.T, name string) *testpki.CA {
+	t.Helper()
+	ca, err := testpki.NewCA(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
 }
 
-func newE2ECA(t *testing.T, name string) *e2eCA {
+// leaf is a certificate of ca for localhost usable as server and client (as cert-manager
+// issues with both usages), PEM (cert, key).
+func leaf(t *testing.T, ca *testpki.CA) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := ca.Issue("localhost", x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &e2eCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// leaf is a certificate for localhost and 127.0.0.1 usable as server and client (as
-// cert-manager issues with both usages), PEM (cert, key).
-func (ca *e2eCA) leaf(t *testing.T) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "localhost"},
-		DNSNames: []string{"localhost"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	return certPEM, keyPEM
 }
 
 // installFile replaces path the way the kubelet updates a mounted Secret: the new file is
@@ -167,8 +130,8 @@ func TestTLSEveryHopRotated(t *testing.T) {
 	oldCA, nextCA, strangerCA := newE2ECA(t, "waterline CA 1"), newE2ECA(t, "waterline CA 2"), newE2ECA(t, "someone else's CA")
 	caFile, certFile, keyFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	// The trust bundle holds the current and the next CA from the start.
-	installFile(t, caFile, append(append([]byte{}, oldCA.pem...), nextCA.pem...))
-	cert1, key1 := oldCA.leaf(t)
+	installFile(t, caFile, append(append([]byte{}, oldCA.PEM...), nextCA.PEM...))
+	cert1, key1 := leaf(t, oldCA)
 	installFile(t, certFile, cert1)
 	installFile(t, keyFile, key1)
 
@@ -241,17 +204,9 @@ profiles:
     pluginConfig:
       - name: %[3]s
         args: {endpoint: %[4]q, timeout: 1s, failOpen: true, tls: {caFile: %[5]q, certFile: %[6]q, keyFile: %[7]q, serverName: localhost}}
-extenders:
-  - urlPrefix: "https://%[8]s/waterline/v1"
-    filterVerb: filter
-    prioritizeVerb: prioritize
-    weight: 5
-    nodeCacheCapable: true
-    httpTimeout: 1s
-    ignorable: true
-    enableHTTPS: true
-    tlsConfig: {caFile: %[5]q, certFile: %[6]q, keyFile: %[7]q, serverName: localhost}
-`, schedulerName, pluginProfile, waterline.Name, scorerGRPC, caFile, certFile, keyFile, extenderHTTP)
+`, schedulerName, pluginProfile, waterline.Name, scorerGRPC, caFile, certFile, keyFile) +
+		extenderYAML("https://"+extenderHTTP+"/waterline/v1",
+			fmt.Sprintf("{caFile: %q, certFile: %q, keyFile: %q, serverName: localhost}", caFile, certFile, keyFile))
 	configPath := filepath.Join(dir, "scheduler.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -309,7 +264,7 @@ extenders:
 	place("before")
 
 	// Rotation: every leaf certificate is renewed by the next CA, in place.
-	cert2, key2 := nextCA.leaf(t)
+	cert2, key2 := leaf(t, nextCA)
 	installFile(t, certFile, cert2)
 	installFile(t, keyFile, key2)
 	for _, p := range []struct {
@@ -332,22 +287,22 @@ extenders:
 	// New connections get the new certificates on every listener; a client trusting only
 	// the old CA is refused, and so is a client certificate of a CA nobody trusts.
 	bundle, onlyOld := x509.NewCertPool(), x509.NewCertPool()
-	bundle.AddCert(oldCA.cert)
-	bundle.AddCert(nextCA.cert)
-	onlyOld.AddCert(oldCA.cert)
+	bundle.AddCert(oldCA.Cert)
+	bundle.AddCert(nextCA.Cert)
+	onlyOld.AddCert(oldCA.Cert)
 	client, err := tls.X509KeyPair(cert2, key2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	strangerCert, strangerKey := strangerCA.leaf(t)
+	strangerCert, strangerKey := leaf(t, strangerCA)
 	stranger, err := tls.X509KeyPair(strangerCert, strangerKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range []struct{ name, addr string }{{"collector", collectorGRPC}, {"scorer", scorerGRPC}, {"extender", extenderHTTP}} {
 		issuer, err := presentedIssuer(l.addr, bundle, &client)
-		if err != nil || issuer != nextCA.cert.Subject.CommonName {
-			t.Errorf("%s: a new connection got a certificate by %q (%v), want %q", l.name, issuer, err, nextCA.cert.Subject.CommonName)
+		if err != nil || issuer != nextCA.Cert.Subject.CommonName {
+			t.Errorf("%s: a new connection got a certificate by %q (%v), want %q", l.name, issuer, err, nextCA.Cert.Subject.CommonName)
 		}
 		if _, err := presentedIssuer(l.addr, onlyOld, &client); err == nil {
 			t.Errorf("%s: a client trusting only the old CA accepted the new certificate", l.name)
