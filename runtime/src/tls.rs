@@ -327,6 +327,34 @@ fn load(
     Ok((Material { identity, client_verifier, server_verifier }, not_after_secs))
 }
 
+/// The handshake-signature methods both verifier traits require: the provider's
+/// algorithms, whatever the CA (only the chain check follows the files).
+macro_rules! signature_checks {
+    () => {
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.signature(message, cert, dss, rustls::crypto::verify_tls12_signature)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.signature(message, cert, dss, rustls::crypto::verify_tls13_signature)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.provider.signature_verification_algorithms.supported_schemes()
+        }
+    };
+}
+
 /// The server side: the certificate in use, and client certificates checked against the
 /// CA in use (when one is configured).
 #[derive(Debug)]
@@ -361,27 +389,7 @@ impl ClientCertVerifier for ServerSide {
         verifier.verify_client_cert(end_entity, intermediates, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.signature(message, cert, dss, rustls::crypto::verify_tls12_signature)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.signature(message, cert, dss, rustls::crypto::verify_tls13_signature)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.provider.signature_verification_algorithms.supported_schemes()
-    }
+    signature_checks!();
 }
 
 /// The client side: the peer checked against the CA in use, and the client certificate in
@@ -417,27 +425,7 @@ impl ServerCertVerifier for ClientSide {
         verifier.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.signature(message, cert, dss, rustls::crypto::verify_tls12_signature)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.signature(message, cert, dss, rustls::crypto::verify_tls13_signature)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.provider.signature_verification_algorithms.supported_schemes()
-    }
+    signature_checks!();
 }
 
 /// A server configuration following `files` (identity required; `ca` turns on client
