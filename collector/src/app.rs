@@ -8,9 +8,11 @@ use prometheus_client::registry::Registry;
 use waterline_api::v1::collector_service_server::CollectorServiceServer;
 use waterline_core::UnixMillis;
 use waterline_runtime::admin::Admin;
+use waterline_runtime::limits::Limits;
 use waterline_runtime::policy::{PolicyHandle, ReloadMetrics};
 use waterline_runtime::rpc_metrics::RpcMetrics;
-use waterline_runtime::{grpc, logging, shutdown_signal};
+use waterline_runtime::tls::TlsMetrics;
+use waterline_runtime::{grpc, https, logging, shutdown_signal};
 
 use crate::args::Args;
 use crate::args::KubeMode;
@@ -21,8 +23,8 @@ use crate::sources::kube::{self as kube_source, NodeAddresses};
 use crate::sources::{prometheus, static_file, synthetic};
 use crate::state::ClusterState;
 
-/// Largest gRPC message accepted (a Reserve is tiny; this only bounds abuse).
-const MAX_MESSAGE_BYTES: usize = 4 << 20;
+/// The long-lived stream counted per client by `--max-streams-per-client`.
+const WATCH_NODES_PATH: &str = "/waterline.v1.CollectorService/WatchNodes";
 
 /// How long readiness waits for the first pod list before giving up on it (an unreachable
 /// API server must not keep the collector unready forever; the watch keeps retrying).
@@ -57,8 +59,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     let prometheus_metrics = prometheus::SourceMetrics::register(&mut registry);
     let shadow_metrics = args.shadow.shadow.then(|| ShadowMetrics::register(&mut registry));
-    let admin =
-        Admin::new(registry).with_tls(waterline_runtime::https::admin_config(&args.common)?);
+    let limits = Limits::register(&mut registry, &args.limits, &[WATCH_NODES_PATH]);
+    let tls = https::listener_config(&args.common, &TlsMetrics::register(&mut registry))?;
+    let admin = Admin::new(registry).with_tls(https::admin_config(&args.common, &tls));
 
     // Kubernetes nodes and their addresses, for mapping series to nodes; empty (identity)
     // unless a source or --node-map fills it.
@@ -139,13 +142,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
     tokio::spawn(maintain(state.clone(), policy.clone(), gauges));
 
-    let (health, router) = grpc::router_with_health(&args.common)?;
+    let (health, router) = grpc::router_with_health(&limits)?;
     health.set_serving::<CollectorServiceServer<Collector>>().await;
-    let service = CollectorServiceServer::new(Collector { state, policy, rpc, shadow: decisions })
-        .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let shadow_metrics = args.shadow.shadow.then(|| ShadowMetrics::register(&mut registry));
+    let limits = Limits::register(&mut registry, &args.limits, &[WATCH_NODES_PATH]);
+    let tls = https::listener_config(&args.common, &TlsMetrics::register(&mut registry))?;
+    let admin = Admin::new(registry).with_tls(https::admin_config(&args.common, &tls));
 
     tokio::spawn(admin.clone().serve(args.admin_addr, shutdown_signal()));
-    grpc::serve(router.add_service(service), args.grpc_addr, "collector").await?;
+    grpc::serve(router.add_service(service), args.grpc_addr, tls, "collector").await?;
     Ok(())
 }
 

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use waterline_core::time::parse_std_duration;
-use waterline_runtime::args::{CommonArgs, parse_addr};
+use waterline_runtime::args::{CommonArgs, GrpcLimitArgs, parse_addr};
 
 /// A watch timeout: a duration of at least one second (kube-rs counts whole seconds, and 0
 /// would turn its dead-watch detection off).
@@ -93,6 +93,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub common: CommonArgs,
+
+    #[command(flatten)]
+    pub limits: GrpcLimitArgs,
 }
 
 #[derive(clap::Subcommand, Clone, Debug)]

@@ -7,7 +7,8 @@ use axum::serve::ListenerExt;
 use prometheus_client::registry::Registry;
 use waterline_runtime::admin::Admin;
 use waterline_runtime::policy::ReloadMetrics;
-use waterline_runtime::{https, logging, shutdown_signal};
+use waterline_runtime::tls::{TlsFiles, TlsMetrics};
+use waterline_runtime::{grpc, https, logging, shutdown_signal};
 
 use crate::args::Args;
 use crate::bind::Binder;
@@ -25,9 +26,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let reload_metrics = ReloadMetrics::register(&mut registry);
-    let admin = Admin::new(registry).with_tls(https::admin_config(&args.common)?);
+    let tls_metrics = TlsMetrics::register(&mut registry);
     // --tls-cert: the verbs over HTTPS (kube-scheduler's `enableHTTPS` + `tlsConfig.caFile`).
-    let tls = https::server_config(&args.common)?;
+    let tls = https::listener_config(&args.common, &tls_metrics)?;
+    let scorer_tls = grpc::client_tls(
+        std::slice::from_ref(&args.scorer_url),
+        TlsFiles {
+            identity: args.scorer_cert.clone().zip(args.scorer_key.clone()),
+            ca: args.scorer_ca.clone(),
+        },
+        &args.common,
+        &tls_metrics,
+        "--scorer-url",
+    )?;
+    let admin = Admin::new(registry).with_tls(https::admin_config(&args.common, &tls));
 
     waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
 
@@ -36,17 +48,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     } else {
         None
     };
-    let channel = waterline_runtime::grpc::client_endpoint(
-        &args.scorer_url,
-        args.scorer_ca.as_deref(),
-        "--scorer-url",
-    )?
-    .connect_lazy();
-    waterline_runtime::grpc::warm_up(
-        channel.clone(),
-        "waterline.v1.ScorerService",
-        args.scorer_url.clone(),
-    );
+    let channel = grpc::client_channel(&args.scorer_url, scorer_tls, "--scorer-url")?;
+    grpc::warm_up(channel.clone(), "waterline.v1.ScorerService", args.scorer_url.clone());
     let extender = Arc::new(Extender {
         scorer: ScorerClient::new(channel, args.scorer_timeout, &metrics),
         scheduler_names: args.scheduler_names.iter().map(|s| s.trim().to_owned()).collect(),

@@ -28,9 +28,19 @@ pub struct Args {
     #[arg(long, default_value = "http://127.0.0.1:50051", env = "WATERLINE_SCORER_URL")]
     pub scorer_url: String,
 
-    /// PEM CA that signs the scorer's certificate (for an https:// scorer URL).
+    /// PEM CA that signs the scorer's certificate (required for an https:// scorer URL).
+    /// Re-read when it changes (--tls-reload-interval).
     #[arg(long, env = "WATERLINE_SCORER_CA")]
     pub scorer_ca: Option<PathBuf>,
+
+    /// PEM client certificate presented to the scorer (for a scorer started with
+    /// --tls-client-ca). Re-read when it changes.
+    #[arg(long, requires = "scorer_key", env = "WATERLINE_SCORER_CERT")]
+    pub scorer_cert: Option<PathBuf>,
+
+    /// PEM private key of --scorer-cert.
+    #[arg(long, requires = "scorer_cert", env = "WATERLINE_SCORER_KEY")]
+    pub scorer_key: Option<PathBuf>,
 
     /// URL path prefix of the verbs; the scheduler's `urlPrefix` ends with it.
     #[arg(long, default_value = "/waterline/v1", env = "WATERLINE_PREFIX")]
@@ -60,7 +70,7 @@ pub struct Args {
     #[arg(long, env = "WATERLINE_POLICY")]
     pub policy: Option<PathBuf>,
 
-    /// Most candidate nodes accepted in one request (400 above it).
+    /// Most candidate nodes accepted in one request (413 above it).
     #[arg(long, default_value_t = 10_000, env = "WATERLINE_MAX_NODES")]
     pub max_nodes: usize,
 

@@ -32,7 +32,12 @@ impl HttpError {
 
 impl From<BadRequest> for HttpError {
     fn from(e: BadRequest) -> Self {
-        HttpError::bad_request(e.0)
+        match e {
+            BadRequest::Invalid(message) => HttpError::bad_request(message),
+            BadRequest::TooLarge(message) => {
+                HttpError { status: StatusCode::PAYLOAD_TOO_LARGE, message }
+            }
+        }
     }
 }
 

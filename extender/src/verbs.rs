@@ -28,8 +28,14 @@ use crate::wire::{
 
 /// A request the protocol does not allow; the message is the wire's `Error`.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct BadRequest(pub String);
+pub enum BadRequest {
+    /// Malformed or inconsistent (400).
+    #[error("{0}")]
+    Invalid(String),
+    /// Past a configured limit, `--max-nodes` (413, like a body past `--max-body`).
+    #[error("{0}")]
+    TooLarge(String),
+}
 
 /// Everything the verbs share.
 pub struct Extender {
@@ -73,7 +79,7 @@ impl Extender {
     }
 
     fn candidates<'a>(&self, args: ExtenderArgs<'a>) -> Result<Candidates<'a>, BadRequest> {
-        let pod = args.pod.ok_or_else(|| BadRequest("Pod is required".into()))?;
+        let pod = args.pod.ok_or_else(|| BadRequest::Invalid("Pod is required".into()))?;
         let (names, by_name) = match (args.node_names, &args.nodes) {
             (Some(names), _) => (names, true),
             (None, Some(list)) => {
@@ -83,20 +89,20 @@ impl Extender {
                     .enumerate()
                     .map(|(i, raw)| match node_name(raw) {
                         Ok(name) if !name.is_empty() => Ok(name),
-                        Ok(_) => {
-                            Err(BadRequest(format!("Nodes.items[{i}].metadata.name is missing")))
-                        }
-                        Err(e) => Err(BadRequest(format!("Nodes.items[{i}]: {e}"))),
+                        Ok(_) => Err(BadRequest::Invalid(format!(
+                            "Nodes.items[{i}].metadata.name is missing"
+                        ))),
+                        Err(e) => Err(BadRequest::Invalid(format!("Nodes.items[{i}]: {e}"))),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 (names, false)
             }
             (None, None) => {
-                return Err(BadRequest("request has neither Nodes nor NodeNames".into()));
+                return Err(BadRequest::Invalid("request has neither Nodes nor NodeNames".into()));
             }
         };
         if names.len() > self.max_nodes {
-            return Err(BadRequest(format!(
+            return Err(BadRequest::TooLarge(format!(
                 "{} candidate nodes exceed --max-nodes {}",
                 names.len(),
                 self.max_nodes

@@ -2,10 +2,8 @@ package waterline
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
-	"os"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -45,33 +43,33 @@ func transportCredentials(cfg config) (credentials.TransportCredentials, error) 
 		return insecure.NewCredentials(), nil
 	}
 	t := cfg.tls
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // opt-in, documented as tests only
-	}
-	if tc.ServerName == "" {
+	serverName := t.ServerName
+	if serverName == "" {
 		// validate() has checked that the endpoint is host:port.
-		host, _, _ := net.SplitHostPort(cfg.endpoint)
-		tc.ServerName = host
+		serverName, _, _ = net.SplitHostPort(cfg.endpoint)
 	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading tls.caFile: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.caFile %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
+	files, err := newTLSFiles(t)
+	if err != nil {
+		return nil, err
 	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("loading tls.certFile/tls.keyFile: %w", err)
+	tc := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		ServerName: serverName,
+		// The client certificate is looked up on every handshake, so a renewed one is
+		// presented by the next connection.
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return files.clientCertificate(), nil
+		},
+	}
+	if t.InsecureSkipVerify {
+		tc.InsecureSkipVerify = true //nolint:gosec // opt-in, documented as tests only
+	} else {
+		// crypto/tls checks the peer against a fixed RootCAs; the check is done here
+		// instead, against the CA pool in use (the same verification crypto/tls does).
+		tc.InsecureSkipVerify = true //nolint:gosec // verified in VerifyConnection below
+		tc.VerifyConnection = func(cs tls.ConnectionState) error {
+			return files.verify(cs, serverName)
 		}
-		tc.Certificates = []tls.Certificate{cert}
 	}
 	return credentials.NewTLS(tc), nil
 }

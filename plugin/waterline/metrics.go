@@ -30,13 +30,19 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"rpc"})
 
+	tlsReloads = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "waterline_plugin_tls_reload_total",
+		Help:           "Loads of changed TLS files (tls.caFile, certFile, keyFile) by result: ok (new connections use them) or error (invalid or half-written; the previous ones stay).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
 	registerOnce sync.Once
 )
 
 // registerMetrics is called from the plugin factory, which runs once per profile.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rpcErrors, failOpens, rpcDuration)
+		legacyregistry.MustRegister(rpcErrors, failOpens, rpcDuration, tlsReloads)
 	})
 }
 

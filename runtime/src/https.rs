@@ -1,62 +1,78 @@
-//! TLS for the HTTP listeners (admin and extender), from the same `--tls-*` flags as the
-//! gRPC listeners. Handshakes run in their own tasks, so a slow or broken client never
-//! holds up the others; failed handshakes are logged at debug level and dropped.
+//! TLS for the listeners (gRPC, extender and admin), from the `--tls-*` flags; the
+//! certificate follows its files (`crate::tls`). Handshakes run in their own tasks, so a
+//! slow or broken client never holds up the others; failed handshakes are logged at debug
+//! level and dropped.
 
 use std::io;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use crate::args::CommonArgs;
+use crate::tls::TlsMetrics;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn certificates(path: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
-    CertificateDer::pem_file_iter(path)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("reading certificates from {}", path.display()))
+/// The listeners' TLS (`--tls-cert`/`--tls-key`/`--tls-client-ca`), if set, following the
+/// files as they change ([`crate::tls`]). One configuration serves the gRPC, extender and
+/// (with `--admin-tls`) admin listeners of a process.
+pub fn listener_config(
+    args: &CommonArgs,
+    metrics: &TlsMetrics,
+) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
+    let Some(files) = args.server_tls_files() else { return Ok(None) };
+    let config = crate::tls::server_config(files, args.tls_reload_interval, metrics)
+        .context("--tls-cert/--tls-key/--tls-client-ca")?;
+    Ok(Some(config))
 }
 
-/// A rustls server configuration from `--tls-cert`/`--tls-key`/`--tls-client-ca`, if set.
-pub fn server_config(args: &CommonArgs) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
-    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
-        return Ok(None);
-    };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()?;
-    let builder = match &args.tls_client_ca {
-        None => builder.with_no_client_auth(),
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in certificates(ca)? {
-                roots.add(cert)?;
-            }
-            let verifier =
-                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider).build()?;
-            builder.with_client_cert_verifier(verifier)
+/// The admin port's TLS: the listeners' configuration when `--admin-tls` is set.
+pub fn admin_config(
+    args: &CommonArgs,
+    listener: &Option<Arc<rustls::ServerConfig>>,
+) -> Option<Arc<rustls::ServerConfig>> {
+    if args.admin_tls { listener.clone() } else { None }
+}
+
+/// Accepts TCP connections on `tcp` and hands over those whose TLS handshake completes
+/// (each in its own task, bounded by a timeout); with Nagle off, as answers are small and
+/// latency-bound. Ends when the receiver is dropped.
+pub fn accept_tls(
+    tcp: TcpListener,
+    config: Arc<rustls::ServerConfig>,
+) -> mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)> {
+    let (tx, ready) = mpsc::channel(64);
+    let acceptor = TlsAcceptor::from(config);
+    tokio::spawn(async move {
+        while !tx.is_closed() {
+            let (stream, peer) = match tcp.accept().await {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = tx.send((tls, peer)).await;
+                    }
+                    Ok(Err(error)) => tracing::debug!(%error, %peer, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                }
+            });
         }
-    };
-    let key = PrivateKeyDer::from_pem_file(key)
-        .with_context(|| format!("reading the private key {}", key.display()))?;
-    let mut config = builder.with_single_cert(certificates(cert)?, key)?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Some(Arc::new(config)))
-}
-
-/// The admin port's TLS: the listeners' certificate when `--admin-tls` is set.
-pub fn admin_config(args: &CommonArgs) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
-    if args.admin_tls { server_config(args) } else { Ok(None) }
+    });
+    ready
 }
 
 /// A listener yielding TLS streams, for `axum::serve`.
@@ -68,31 +84,7 @@ pub struct TlsListener {
 impl TlsListener {
     pub fn new(tcp: TcpListener, config: Arc<rustls::ServerConfig>) -> io::Result<Self> {
         let local = tcp.local_addr()?;
-        let (tx, ready) = mpsc::channel(64);
-        let acceptor = TlsAcceptor::from(config);
-        tokio::spawn(async move {
-            while !tx.is_closed() {
-                let (stream, peer) = match tcp.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(error) => {
-                        tracing::warn!(%error, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                };
-                let (acceptor, tx) = (acceptor.clone(), tx.clone());
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer)).await;
-                        }
-                        Ok(Err(error)) => tracing::debug!(%error, %peer, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                    }
-                });
-            }
-        });
-        Ok(TlsListener { ready, local })
+        Ok(TlsListener { ready: accept_tls(tcp, config), local })
     }
 }
 

@@ -1,6 +1,7 @@
 //! What every waterline process shares: common flags, logging, the admin server
-//! (`/metrics`, `/live`, `/ready`), gRPC reflection/health/TLS wiring, policy loading and
-//! reload, and the conversions between the generated API types and the domain.
+//! (`/metrics`, `/live`, `/ready`), gRPC reflection/health/limits wiring, TLS that follows
+//! its files, policy loading and reload, and the conversions between the generated API
+//! types and the domain.
 // Denied, not forbidden: `memory` makes the one allocator call that needs it.
 #![deny(unsafe_code)]
 
@@ -8,10 +9,12 @@ pub mod admin;
 pub mod args;
 pub mod grpc;
 pub mod https;
+pub mod limits;
 pub mod logging;
 pub mod memory;
 pub mod policy;
 pub mod rpc_metrics;
+pub mod tls;
 
 /// Runs a service's `main`: allocator settings first, then a multi-threaded tokio runtime.
 pub fn run_main<F: std::future::Future>(main: F) -> anyhow::Result<F::Output> {

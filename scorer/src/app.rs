@@ -9,15 +9,20 @@ use prometheus_client::registry::Registry;
 use waterline_api::v1::scorer_service_server::ScorerServiceServer;
 use waterline_core::{Policy, UnixMillis, engine};
 use waterline_runtime::admin::Admin;
+use waterline_runtime::limits::Limits;
 use waterline_runtime::policy::{PolicyHandle, ReloadMetrics};
 use waterline_runtime::rpc_metrics::RpcMetrics;
-use waterline_runtime::{grpc, logging, shutdown_signal};
+use waterline_runtime::tls::TlsMetrics;
+use waterline_runtime::{grpc, https, logging, shutdown_signal};
 
 use crate::args::Args;
 use crate::forward::{ForwardMetrics, Forwarder};
 use crate::service::{RequestCounters, Scorer};
 use crate::store::Store;
 use crate::sync::{self, SyncMetrics};
+
+/// The long-lived stream counted per client by `--max-streams-per-client`.
+const SESSION_PATH: &str = "/waterline.v1.ScorerService/Session";
 
 /// `{metric="…"}`.
 type MetricLabel = Vec<(String, String)>;
@@ -120,13 +125,21 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let rpc = RpcMetrics::register(&mut registry, "waterline_scorer_grpc", "scorer gRPC request");
     let reload_metrics = ReloadMetrics::register(&mut registry);
     let (gauges, sync_metrics, forward_metrics, counters) = register(&mut registry);
-    let admin =
-        Admin::new(registry).with_tls(waterline_runtime::https::admin_config(&args.common)?);
+    let limits = Limits::register(&mut registry, &args.limits, &[SESSION_PATH]);
+    let tls_metrics = TlsMetrics::register(&mut registry);
+    let tls = https::listener_config(&args.common, &tls_metrics)?;
+    let client_tls = grpc::client_tls(
+        &args.collector_url,
+        args.collector_tls_files(),
+        &args.common,
+        &tls_metrics,
+        "--collector-url",
+    )?;
+    let admin = Admin::new(registry).with_tls(https::admin_config(&args.common, &tls));
 
     let mut collectors = Vec::new();
     for url in &args.collector_url {
-        let channel = grpc::client_endpoint(url, args.collector_ca.as_deref(), "--collector-url")?
-            .connect_lazy();
+        let channel = grpc::client_channel(url, client_tls.clone(), "--collector-url")?;
         collectors.push(sync::Collector { url: url.clone(), channel });
     }
     let store = Arc::new(Store::new(collectors.len()));
@@ -137,7 +150,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
 
-    let (health, router) = grpc::router_with_health(&args.common)?;
+    let (health, router) = grpc::router_with_health(&limits)?;
     health.set_not_serving::<ScorerServiceServer<Scorer>>().await;
     tokio::spawn(observe(store.clone(), policy.clone(), gauges, admin.clone(), health));
 
@@ -146,14 +159,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         policy,
         forwarder,
         max_nodes: args.max_nodes,
+        limits: limits.clone(),
         rpc,
         counters,
     })
-    .max_decoding_message_size(args.max_request_bytes);
+    .max_decoding_message_size(limits.max_request_bytes());
 
     tokio::spawn(admin.serve(args.admin_addr, shutdown_signal()));
     tracing::info!(collectors = ?args.collector_url, "streaming the snapshot from a collector");
-    grpc::serve(router.add_service(service), args.grpc_addr, "scorer").await?;
+    grpc::serve(router.add_service(service), args.grpc_addr, tls, "scorer").await?;
     Ok(())
 }
 

@@ -2,7 +2,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use waterline_runtime::args::{CommonArgs, parse_addr};
+use waterline_runtime::args::{CommonArgs, GrpcLimitArgs, parse_addr};
 
 /// Answers load-aware Filter and Score RPCs from the collector's streamed snapshot.
 ///
@@ -31,22 +31,42 @@ pub struct Args {
     )]
     pub collector_url: Vec<String>,
 
-    /// PEM CA that signs the collector's certificate (for an https:// collector URL).
+    /// PEM CA that signs the collector's certificate (required for an https:// collector
+    /// URL). Re-read when it changes (--tls-reload-interval).
     #[arg(long, env = "WATERLINE_COLLECTOR_CA")]
     pub collector_ca: Option<PathBuf>,
+
+    /// PEM client certificate presented to the collector (for a collector started with
+    /// --tls-client-ca). Re-read when it changes.
+    #[arg(long, requires = "collector_key", env = "WATERLINE_COLLECTOR_CERT")]
+    pub collector_cert: Option<PathBuf>,
+
+    /// PEM private key of --collector-cert.
+    #[arg(long, requires = "collector_cert", env = "WATERLINE_COLLECTOR_KEY")]
+    pub collector_key: Option<PathBuf>,
 
     /// Policy file (YAML); the built-in default policy when omitted. Reloaded on change.
     #[arg(long, env = "WATERLINE_POLICY")]
     pub policy: Option<PathBuf>,
 
-    /// Most candidate nodes accepted in one Filter or Score request.
+    /// Most candidate nodes accepted in one Filter, Score or Evaluate request
+    /// (RESOURCE_EXHAUSTED above it).
     #[arg(long, default_value_t = 10_000, env = "WATERLINE_MAX_NODES")]
     pub max_nodes: usize,
 
-    /// Largest gRPC request accepted, in bytes.
-    #[arg(long, default_value_t = 16 << 20)]
-    pub max_request_bytes: usize,
-
     #[command(flatten)]
     pub common: CommonArgs,
+
+    #[command(flatten)]
+    pub limits: GrpcLimitArgs,
+}
+
+impl Args {
+    /// The client side of the collector connections.
+    pub fn collector_tls_files(&self) -> waterline_runtime::tls::TlsFiles {
+        waterline_runtime::tls::TlsFiles {
+            identity: self.collector_cert.clone().zip(self.collector_key.clone()),
+            ca: self.collector_ca.clone(),
+        }
+    }
 }

@@ -14,6 +14,7 @@ use waterline_convert::{
 use waterline_core::engine::{self, Stats};
 use waterline_core::placement::placement;
 use waterline_core::{LedgerSource, Pod, Snapshot, UnixMillis};
+use waterline_runtime::limits::Limits;
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
@@ -33,6 +34,8 @@ pub struct Scorer {
     pub policy: PolicyHandle,
     pub forwarder: Forwarder,
     pub max_nodes: usize,
+    /// Counts a `--max-nodes` refusal with the server's other limits.
+    pub limits: Limits,
     pub rpc: RpcMetrics,
     pub counters: RequestCounters,
 }
@@ -48,6 +51,11 @@ impl Scorer {
 
     fn candidates(&self, pod: Option<&pb::PodInfo>, nodes: &[String]) -> Result<Pod, Status> {
         let pod = required_pod(pod)?;
+        if nodes.len() > self.max_nodes {
+            let limit = self.max_nodes;
+            let message = ConvertError::TooManyNodes { count: nodes.len(), limit }.to_string();
+            return Err(self.limits.reject("nodes", message));
+        }
         check_node_names(nodes, self.max_nodes)?;
         Ok(pod)
     }

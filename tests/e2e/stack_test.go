@@ -446,7 +446,19 @@ func (s schedSpec) YAML() string {
 		b.WriteString("    plugins:\n      score:\n        disabled:\n          - name: '*'\n")
 	}
 	if s.ExtenderURL != "" {
-		fmt.Fprintf(&b, `extenders:
+		b.WriteString(extenderYAML(s.ExtenderURL, ""))
+	}
+	return b.String()
+}
+
+// extenderYAML is the `extenders:` section for the waterline extender at url; a tlsConfig
+// (a YAML flow mapping: caFile, certFile, keyFile, serverName) turns on HTTPS.
+func extenderYAML(url, tlsConfig string) string {
+	https := ""
+	if tlsConfig != "" {
+		https = "\n    tlsConfig: " + tlsConfig
+	}
+	return fmt.Sprintf(`extenders:
   - urlPrefix: %q
     filterVerb: filter
     prioritizeVerb: prioritize
@@ -454,10 +466,8 @@ func (s schedSpec) YAML() string {
     nodeCacheCapable: true
     httpTimeout: 1s
     ignorable: true
-    enableHTTPS: false
-`, s.ExtenderURL)
-	}
-	return b.String()
+    enableHTTPS: %t%s
+`, url, tlsConfig != "", https)
 }
 
 // ---------------------------------------------------------------- the stack

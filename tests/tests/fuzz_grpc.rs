@@ -123,10 +123,10 @@ async fn random_requests_get_ok_or_invalid_argument() -> Result<()> {
             }
         };
         let (code, message) = code.unwrap_or((Code::Ok, String::new()));
-        let allowed = matches!(
-            code,
-            Code::Ok | Code::InvalidArgument | Code::ResourceExhausted | Code::OutOfRange
-        );
+        // A message past --max-request-bytes is RESOURCE_EXHAUSTED (tonic's OUT_OF_RANGE
+        // for it is rewritten by the server's limits layer), and so is a request naming more
+        // nodes than --max-nodes.
+        let allowed = matches!(code, Code::Ok | Code::InvalidArgument | Code::ResourceExhausted);
         let shown = format!("{call:?}");
         assert!(
             allowed,

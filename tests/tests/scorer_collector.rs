@@ -175,9 +175,7 @@ async fn filter_reasons_explain_terms_and_unknown_nodes() -> Result<()> {
 
 #[tokio::test]
 async fn bad_requests_are_invalid_argument_with_a_reason() -> Result<()> {
-    let pair =
-        start_pair(SINGLE_METRIC_TARGET_20, &huge_nodes(&[("n1", 10.0)]), &["--max-nodes", "3"])
-            .await?;
+    let pair = start_pair(SINGLE_METRIC_TARGET_20, &huge_nodes(&[("n1", 10.0)]), &[]).await?;
     let mut client = pair.scorer.scorer_client().await?;
     let cases: Vec<(pb::ScoreRequest, &str)> = vec![
         (
@@ -206,15 +204,6 @@ async fn bad_requests_are_invalid_argument_with_a_reason() -> Result<()> {
                 ..Default::default()
             },
             "pod.cpu_request_millis must not be negative (got -5)",
-        ),
-        (
-            pb::ScoreRequest {
-                pod: Some(pod("p", 1)),
-                node_names: names(&["a", "b", "c", "d"]),
-                explain: false,
-                ..Default::default()
-            },
-            "4 node names exceed the limit of 3 (--max-nodes)",
         ),
     ];
     for (request, reason) in cases {

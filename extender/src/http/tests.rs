@@ -597,7 +597,6 @@ async fn bad_requests_are_400_with_an_error_field() {
         ("filter", format!("{} trailing", names_body(POD, &["n1"])), "trailing"),
         ("filter", r#"{"Nodes":null,"NodeNames":["n1"]}"#.to_owned(), "Pod is required"),
         ("prioritize", format!(r#"{{"Pod":{POD},"Nodes":null,"NodeNames":null}}"#), "neither"),
-        ("prioritize", names_body(POD, &["a", "b", "c", "d", "e", "f"]), "--max-nodes"),
         (
             "filter",
             names_body(
@@ -621,6 +620,23 @@ async fn bad_requests_are_400_with_an_error_field() {
         assert!(error.error.contains(needle), "{verb}: {:?} lacks {needle:?}", error.error);
     }
     assert_eq!(s.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn more_nodes_than_max_nodes_is_413_and_the_next_request_is_served() {
+    let s = setup().await;
+    // setup() allows 5 candidates; 6 are past the limit, for either verb.
+    for verb in ["filter", "prioritize"] {
+        let (status, answer) =
+            post(&s.router, verb, names_body(POD, &["a", "b", "c", "d", "e", "f"])).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{verb} → {answer}");
+        let error: ErrorResult = serde_json::from_str(&answer).unwrap();
+        assert_eq!(error.error, "6 candidate nodes exceed --max-nodes 5");
+    }
+    assert_eq!(s.calls.load(Ordering::SeqCst), 0, "refused before any scorer call");
+    let (status, answer) =
+        post(&s.router, "prioritize", names_body(POD, &["a", "b", "c", "d", "e"])).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
 }
 
 #[tokio::test]
