@@ -144,10 +144,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let (health, router) = grpc::router_with_health(&limits)?;
     health.set_serving::<CollectorServiceServer<Collector>>().await;
-    let shadow_metrics = args.shadow.shadow.then(|| ShadowMetrics::register(&mut registry));
-    let limits = Limits::register(&mut registry, &args.limits, &[WATCH_NODES_PATH]);
-    let tls = https::listener_config(&args.common, &TlsMetrics::register(&mut registry))?;
-    let admin = Admin::new(registry).with_tls(https::admin_config(&args.common, &tls));
+    let service = CollectorServiceServer::new(Collector { state, policy, rpc, shadow: decisions })
+        .max_decoding_message_size(limits.max_request_bytes());
 
     tokio::spawn(admin.clone().serve(args.admin_addr, shutdown_signal()));
     grpc::serve(router.add_service(service), args.grpc_addr, tls, "collector").await?;
