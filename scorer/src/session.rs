@@ -96,7 +96,7 @@ async fn run(
                 let call = pb::ReserveRequest {
                     pod: r.pod,
                     node_name: r.node_name,
-                    provisional_ttl: None,
+                    provisional_ttl: r.provisional_ttl,
                 };
                 if let Err(status) = scorer.reserve_now(call) {
                     tracing::warn!(error = %status.message(), "session Reserve refused");
