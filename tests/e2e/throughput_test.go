@@ -243,10 +243,10 @@ func schedulerTimes(gather gatherFunc) schedTimes {
 	}
 }
 
-// scorerTimes: the scorer's own request histogram per rpc (Session.Evaluate,
+// scorerTimes: the scorer's own request histogram per method (Session.Evaluate,
 // Evaluate, Filter, Score, Reserve, ...).
 func scorerTimes(gather gatherFunc) map[string][2]float64 {
-	return histogramsIn(gather, "waterline_scorer_grpc_request_duration_seconds", "rpc")
+	return histogramsIn(gather, "waterline_scorer_grpc_request_duration_seconds", "method")
 }
 
 // meanDurations reads http://admin/metrics and returns "<histogram>{labels} mean X ms over N"
