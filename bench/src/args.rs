@@ -47,6 +47,9 @@ pub enum Command {
     Score(RpcArgs),
     /// ScorerService/Filter over gRPC.
     Filter(RpcArgs),
+    /// ScorerService/Evaluate over gRPC: filter and score in one call (issue 19); with
+    /// --all-nodes every node the scorer knows, as the plugin's Session asks.
+    Evaluate(RpcArgs),
     /// ScorerService/Reserve over gRPC, one new pod per request, spread over the cluster's
     /// nodes (fills the ledger; e.g. --requests 50000 for the RSS benchmark).
     Reserve(RpcArgs),
@@ -152,9 +155,9 @@ pub struct RpcArgs {
     #[arg(long)]
     pub explain: bool,
 
-    /// Filter only: ask about every node the scorer knows (FilterRequest.all_nodes, what
-    /// the scheduler plugin sends) instead of --nodes names; the answer lists the rejected
-    /// nodes only.
+    /// Filter and Evaluate only: ask about every node the scorer knows (`all_nodes`, what
+    /// the scheduler plugin sends) instead of --nodes names; a Filter answer lists the
+    /// rejected nodes only.
     #[arg(long)]
     pub all_nodes: bool,
 

@@ -18,6 +18,7 @@ pub async fn run(args: Args) -> Result<()> {
     let (kind, mut result) = match &args.command {
         Command::Score(rpc) => ("score", grpc(rpc, Verb::Score, progress).await?),
         Command::Filter(rpc) => ("filter", grpc(rpc, Verb::Filter, progress).await?),
+        Command::Evaluate(rpc) => ("evaluate", grpc(rpc, Verb::Evaluate, progress).await?),
         Command::Reserve(rpc) => ("reserve", grpc(rpc, Verb::Reserve, progress).await?),
         Command::ExtenderPrioritize(h) => {
             ("extender-prioritize", extender(h, true, progress).await?)
@@ -43,6 +44,7 @@ pub async fn run(args: Args) -> Result<()> {
 enum Verb {
     Score,
     Filter,
+    Evaluate,
     Reserve,
 }
 
@@ -68,6 +70,7 @@ async fn drive_grpc(
     let method = match verb {
         Verb::Score => "Score",
         Verb::Filter => "Filter",
+        Verb::Evaluate => "Evaluate",
         Verb::Reserve => "Reserve",
     };
     let before = match admin {
@@ -80,6 +83,7 @@ async fn drive_grpc(
             match verb {
                 Verb::Score => target.score(i).await,
                 Verb::Filter => target.filter(i).await,
+                Verb::Evaluate => target.evaluate(i).await,
                 Verb::Reserve => target.reserve(i).await,
             }
         }
@@ -126,8 +130,8 @@ async fn grpc(rpc: &RpcArgs, verb: Verb, progress: bool) -> Result<Value> {
         all_nodes: rpc.all_nodes,
         scores_only: rpc.scores_only,
     };
-    if rpc.all_nodes && verb != Verb::Filter {
-        anyhow::bail!("--all-nodes applies to filter only");
+    if rpc.all_nodes && !matches!(verb, Verb::Filter | Verb::Evaluate) {
+        anyhow::bail!("--all-nodes applies to filter and evaluate only");
     }
     if rpc.scores_only && verb != Verb::Score {
         anyhow::bail!("--scores-only applies to score only");
@@ -144,6 +148,7 @@ async fn grpc(rpc: &RpcArgs, verb: Verb, progress: bool) -> Result<Value> {
         match verb {
             Verb::Score => "Score",
             Verb::Filter => "Filter",
+            Verb::Evaluate => "Evaluate",
             Verb::Reserve => "Reserve",
         },
         rpc.load.concurrency,

@@ -150,6 +150,26 @@ impl Grpc {
         Ok(())
     }
 
+    /// Filter and score in one call; with `all_nodes`, every node the scorer knows.
+    pub async fn evaluate(self, i: u64) -> Result<(), String> {
+        let all_nodes = self.flags.all_nodes;
+        let request = pb::EvaluateRequest {
+            pod: Some(pod(&format!("evaluate-{i}"), "")),
+            node_names: if all_nodes { Vec::new() } else { self.names(i) },
+            all_nodes,
+        };
+        let answer = self.client(i).evaluate(request).await.map_err(code)?.into_inner();
+        let covered = if all_nodes {
+            answer.feasible_nodes.len() + answer.rejected.len() == self.cluster
+        } else {
+            answer.ordered_scores.len() == self.nodes
+        };
+        if !covered {
+            return Err("evaluate: answer does not match the candidates".into());
+        }
+        Ok(())
+    }
+
     /// A new pod per request, on node `i % cluster`.
     pub async fn reserve(self, i: u64) -> Result<(), String> {
         let request = pb::ReserveRequest {

@@ -1,6 +1,7 @@
 //! Criterion benches of the pure policy path (issue 7, item 1): Filter and Score for one pod
 //! over 100 … 15,000 candidate nodes with the default six metrics and a ledger of 10 entries
-//! per node, and a full snapshot update (upserting every node).
+//! per node, Evaluate of every node (precomputed table vs the old filter-then-score path),
+//! and a full snapshot update (upserting every node).
 //!
 //! Run with short measurement times so the suite stays within a few minutes:
 //! `cargo bench -p waterline-core --bench engine -- --warm-up-time 1 --measurement-time 3`
@@ -142,6 +143,38 @@ fn filter_and_score(c: &mut Criterion) {
     });
 }
 
+/// Evaluate of every node for one pod (issue 19): `evaluate` over the table precomputed per
+/// snapshot change, and `evaluate_reference`, the scorer's old path (filter, then score of
+/// the feasible names), in the same run.
+fn evaluate(c: &mut Criterion) {
+    let pod = &pod();
+    let policy = Policy::default();
+    let mut group = c.benchmark_group("evaluate");
+    for &n in &SIZES {
+        group.throughput(Throughput::Elements(n as u64));
+        let input = OnceCell::new();
+        let input = |policy: &Policy| {
+            input.get_or_init(|| {
+                let names = node_names(n);
+                let snap = snapshot(policy, &names);
+                let table = engine::Prepared::build(policy, &snap, NOW);
+                (snap, table)
+            })
+        };
+        group.bench_function(BenchmarkId::new("prepared", n), |b| {
+            let (snap, table) = input(&policy);
+            b.iter(|| {
+                black_box(engine::evaluate(&policy, snap, table, pod, engine::Candidates::All, NOW))
+            })
+        });
+        group.bench_function(BenchmarkId::new("reference", n), |b| {
+            let (snap, table) = input(&policy);
+            b.iter(|| black_box(engine::evaluate_reference(&policy, snap, pod, table.names(), NOW)))
+        });
+    }
+    group.finish();
+}
+
 fn snapshot_apply(c: &mut Criterion) {
     let policy = Policy::default();
     let mut group = c.benchmark_group("snapshot_apply");
@@ -195,5 +228,5 @@ fn shadow_judge(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, filter_and_score, snapshot_apply, shadow_judge);
+criterion_group!(benches, filter_and_score, evaluate, snapshot_apply, shadow_judge);
 criterion_main!(benches);

@@ -15,7 +15,11 @@ use crate::time::{Millis, UnixMillis};
 use smallvec::SmallVec;
 
 mod breaker;
+mod evaluate;
+mod prepared;
 pub use breaker::{breaker_open, breakers};
+pub use evaluate::{Candidates, Evaluation, evaluate, evaluate_reference};
+pub use prepared::Prepared;
 
 /// How one metric contributed to a node's score.
 #[derive(Clone, Debug, PartialEq)]
@@ -194,15 +198,21 @@ fn percent_of(amount: i64, capacity: i64, capped: &mut bool) -> f64 {
     }
 }
 
+/// The distinct absorb windows of the policy's metrics, in order of first use.
+fn absorb_windows(policy: &Policy) -> SmallVec<[Millis; 4]> {
+    let mut windows: SmallVec<[Millis; 4]> = SmallVec::new();
+    for m in &policy.metrics {
+        if !windows.contains(&m.absorb_window) {
+            windows.push(m.absorb_window);
+        }
+    }
+    windows
+}
+
 impl<'a> Request<'a> {
     fn new(policy: &'a Policy, snapshot: &'a Snapshot, pod: &'a Pod, now: UnixMillis) -> Self {
         let uses = |r| policy.metrics.iter().any(|m| m.resource == r);
-        let mut absorb_windows: SmallVec<[Millis; 4]> = SmallVec::new();
-        for m in &policy.metrics {
-            if !absorb_windows.contains(&m.absorb_window) {
-                absorb_windows.push(m.absorb_window);
-            }
-        }
+        let absorb_windows = absorb_windows(policy);
         let metrics: Vec<MetricPlan> = policy
             .metrics
             .iter()
@@ -276,26 +286,47 @@ impl<'a> Request<'a> {
 
     fn shares(&self, slot: &NodeSlot, capacity: Capacity, stats: &mut Stats) -> Shares {
         let mut capped = false;
-        let mut shares = Shares::default();
+        let ledger = self.ledger_shares(slot, capacity, &mut capped);
+        let (cpu_incoming, memory_incoming) = self.incoming_shares(capacity, &mut capped);
+        stats.capped_estimates += usize::from(capped);
+        Shares { cpu_incoming, memory_incoming, ledger }
+    }
+
+    /// Per absorb window: the (cpu, memory) share of `capacity` the placements on the node
+    /// that still count take, in percent.
+    fn ledger_shares(
+        &self,
+        slot: &NodeSlot,
+        capacity: Capacity,
+        capped: &mut bool,
+    ) -> SmallVec<[(f64, f64); 4]> {
         let mut percent = |amount, capacity, used| {
-            if used { percent_of(amount, capacity, &mut capped) } else { 0.0 }
+            if used { percent_of(amount, capacity, capped) } else { 0.0 }
         };
+        let mut ledger = SmallVec::new();
         for window in &self.absorb_windows {
-            let ledger = if self.policy.ledger.enabled {
+            let load = if self.policy.ledger.enabled {
                 slot.unabsorbed(self.now, *window)
             } else {
                 Usage::default()
             };
-            shares.ledger.push((
-                percent(ledger.cpu_millis, capacity.cpu_millis, self.uses_cpu),
-                percent(ledger.memory_bytes, capacity.memory_bytes, self.uses_memory),
+            ledger.push((
+                percent(load.cpu_millis, capacity.cpu_millis, self.uses_cpu),
+                percent(load.memory_bytes, capacity.memory_bytes, self.uses_memory),
             ));
         }
-        shares.cpu_incoming = percent(self.incoming.cpu_millis, capacity.cpu_millis, self.uses_cpu);
-        shares.memory_incoming =
-            percent(self.incoming.memory_bytes, capacity.memory_bytes, self.uses_memory);
-        stats.capped_estimates += usize::from(capped);
-        shares
+        ledger
+    }
+
+    /// The incoming pod's (cpu, memory) share of `capacity`, in percent.
+    fn incoming_shares(&self, capacity: Capacity, capped: &mut bool) -> (f64, f64) {
+        let mut percent = |amount, capacity, used| {
+            if used { percent_of(amount, capacity, capped) } else { 0.0 }
+        };
+        (
+            percent(self.incoming.cpu_millis, capacity.cpu_millis, self.uses_cpu),
+            percent(self.incoming.memory_bytes, capacity.memory_bytes, self.uses_memory),
+        )
     }
 
     /// Fills `out` with a prediction per policy metric of `node`; false for a node the
@@ -314,23 +345,35 @@ impl<'a> Request<'a> {
         let shares = self.shares(slot, state.capacity, stats);
         let mut stale = false;
         out.extend(self.metrics.iter().map(|metric| {
-            let observed = self.fresh_level(metric, state).map(|mut level| {
-                if metric.relative {
-                    // 0 / 0: every candidate is idle (or the only fresh one is): 0 %.
-                    level = if metric.relative_max > 0.0 {
-                        level * 100.0 / metric.relative_max
-                    } else {
-                        0.0
-                    };
-                }
-                if metric.higher_is_better { 100.0 - level } else { level }
-            });
+            let observed =
+                self.fresh_level(metric, state).map(|level| observed_level(metric, level));
             stale |= observed.is_none();
             let (ledger, incoming) = shares.of(metric.resource, metric.window);
             Prediction { observed, ledger, incoming }
         }));
         stats.stale_nodes += usize::from(stale);
         true
+    }
+
+    /// Filter's verdict on a candidate whose prediction `predict` fills in (false: a node
+    /// the snapshot does not know).
+    fn judge_with(
+        &self,
+        node: &str,
+        predictions: &mut Vec<Prediction>,
+        stats: &mut Stats,
+        predict: impl FnOnce(&mut Vec<Prediction>, &mut Stats) -> bool,
+    ) -> Option<String> {
+        colocation_conflict(self.policy, self.snapshot, self.pod, node).or_else(|| {
+            if !predict(predictions, stats) {
+                stats.unknown_nodes += 1;
+                None
+            } else if self.pod.bypasses_load_filters() {
+                None
+            } else {
+                self.load_rejection(predictions)
+            }
+        })
     }
 
     /// One metric's curve score on one node.
@@ -448,16 +491,7 @@ impl<'a> Request<'a> {
         predictions: &mut Vec<Prediction>,
         stats: &mut Stats,
     ) -> Option<String> {
-        colocation_conflict(self.policy, self.snapshot, self.pod, node).or_else(|| {
-            if !self.predict_into(slot, predictions, stats) {
-                stats.unknown_nodes += 1;
-                None
-            } else if self.pod.bypasses_load_filters() {
-                None
-            } else {
-                self.load_rejection(predictions)
-            }
-        })
+        self.judge_with(node, predictions, stats, |out, stats| self.predict_into(slot, out, stats))
     }
 
     /// Why the pod may not go to a known node, if it may not: every breached threshold,
@@ -492,6 +526,17 @@ impl<'a> Request<'a> {
         }
         (!reasons.is_empty()).then_some(reasons)
     }
+}
+
+/// A fresh sample's level as the curve reads it: relative to the request's highest
+/// (`Normalize::MaxOfCandidates`) and turned round for `Direction::HigherIsBetter`.
+#[inline]
+fn observed_level(metric: &MetricPlan, mut level: f64) -> f64 {
+    if metric.relative {
+        // 0 / 0: every candidate is idle (or the only fresh one is): 0 %.
+        level = if metric.relative_max > 0.0 { level * 100.0 / metric.relative_max } else { 0.0 };
+    }
+    if metric.higher_is_better { 100.0 - level } else { level }
 }
 
 /// Appends `value` with one decimal, rounded half away from zero ("72.3"). Integer

@@ -82,6 +82,20 @@ impl NodeSlot {
         })
     }
 
+    /// The placement times either side of `unabsorbed`'s boundary at `now`: the oldest load
+    /// that counts and the newest that no longer does (`None` where there is none). While
+    /// the first still counts and the second still does not, the same loads count.
+    pub(crate) fn absorb_boundary(
+        &self,
+        now: UnixMillis,
+        window: Millis,
+    ) -> (Option<UnixMillis>, Option<UnixMillis>) {
+        let end = self.counting(now, window).len();
+        let oldest_counting = end.checked_sub(1).map(|i| self.loads_newest_first[i].placed_at);
+        let newest_absorbed = self.loads_newest_first.get(end).map(|l| l.placed_at);
+        (oldest_counting, newest_absorbed)
+    }
+
     /// `Ledger::placements_within` for this node.
     pub fn placements_within(&self, now: UnixMillis, window: Millis) -> usize {
         self.counting(now, window).len()
@@ -116,8 +130,29 @@ impl SampleTimes {
     }
 }
 
+/// What changed in a snapshot since the last [`Snapshot::take_changes`], for a caller that
+/// keeps something derived from it per node (the engine's [`crate::engine::Prepared`] rows).
+/// Only recorded after [`Snapshot::track_changes`]: nobody else pays for it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// The set of nodes with a state may differ (a node appeared, left, or all were dropped).
+    pub names: bool,
+    /// Everything may differ (a full resync of nodes or ledger): rebuild, don't patch.
+    pub all: bool,
+    /// Nodes whose state or ledger loads changed (may repeat; may name nodes with no state).
+    pub nodes: Vec<String>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        !self.names && !self.all && self.nodes.is_empty()
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
+    /// `Some` once `track_changes` was called.
+    changes: Option<Changes>,
     metric_ids: FastMap<String, usize>,
     metric_names: Vec<String>,
     /// Indexed by metric id.
@@ -129,6 +164,33 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// From now on, record what changes (see [`Changes`]) until taken.
+    pub fn track_changes(&mut self) {
+        self.changes.get_or_insert_with(Changes::default);
+    }
+
+    /// What changed since the last call (or since `track_changes`); empty when not tracking.
+    pub fn take_changes(&mut self) -> Changes {
+        self.changes.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    fn changed(&mut self, node: &str, names: bool) {
+        if let Some(changes) = &mut self.changes {
+            changes.names |= names;
+            if !changes.all {
+                changes.nodes.push(node.to_owned());
+            }
+        }
+    }
+
+    fn changed_all(&mut self, names: bool) {
+        if let Some(changes) = &mut self.changes {
+            changes.names |= names;
+            changes.all = true;
+            changes.nodes = Vec::new();
+        }
+    }
+
     /// The id of a metric name, if any node ever reported it.
     pub fn metric_id(&self, name: &str) -> Option<usize> {
         self.metric_ids.get(name).copied()
@@ -175,9 +237,11 @@ impl Snapshot {
                 new.inspect(|at| times.add(*at));
             }
         }
-        if slot.state.replace(state).is_none() {
+        let appeared = slot.state.replace(state).is_none();
+        if appeared {
             self.node_count += 1;
         }
+        self.changed(name, appeared);
     }
 
     /// Of the nodes holding a sample of `metric_id`: how many hold one taken before `cutoff`
@@ -214,11 +278,15 @@ impl Snapshot {
             self.slots.remove(name);
         }
         self.node_count -= usize::from(removed);
+        if removed {
+            self.changed(name, true);
+        }
         removed
     }
 
     /// Drops every node (the ledger is left alone).
     pub fn clear_nodes(&mut self) {
+        self.changed_all(self.node_count > 0);
         self.slots.retain(|_, slot| {
             slot.state = None;
             !slot.loads_newest_first.is_empty()
@@ -285,6 +353,7 @@ impl Snapshot {
 
     /// `Ledger::replace` (a full snapshot from the collector), then every node's loads.
     pub fn replace_placements(&mut self, entries: impl IntoIterator<Item = LedgerEntry>) {
+        self.changed_all(false);
         self.ledger.replace(entries);
         self.slots.retain(|_, slot| {
             slot.loads_newest_first.clear();
@@ -304,6 +373,7 @@ impl Snapshot {
 
     /// Rebuilds `node`'s loads from its ledger entries (a handful: cheaper than patching).
     fn reindex_loads(&mut self, node: &str) {
+        self.changed(node, false);
         let mut loads: SmallVec<[Load; INLINE_LOADS]> = self
             .ledger
             .on_node(node)

@@ -142,7 +142,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let channel = grpc::client_channel(url, client_tls.clone(), "--collector-url")?;
         collectors.push(sync::Collector { url: url.clone(), channel });
     }
-    let store = Arc::new(Store::new(collectors.len()));
+    let store = Arc::new(Store::with_policy(collectors.len(), policy.clone()));
     let channels = collectors.iter().map(|c| c.channel.clone()).collect();
     let forwarder = Forwarder::spawn(channels, store.clone(), forward_metrics);
     let subscriber = format!("scorer {}", args.grpc_addr);
@@ -192,6 +192,8 @@ async fn observe(
         }
         let now = UnixMillis::now();
         gauges.age_seconds.set(store.age(now).as_secs_f64());
+        // Rows whose placements aged out, or a reloaded policy: off the request path.
+        store.refresh(now);
         // The full pass below reads every node: once every 2 s is plenty.
         if tick % 8 != 0 {
             continue;

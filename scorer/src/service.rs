@@ -11,15 +11,15 @@ use waterline_convert::{
     ConvertError, FromProto, check_node_names, duration, filter_response, provisional_ttl,
     required_pod, score_response,
 };
-use waterline_core::engine::{self, Stats};
+use waterline_core::engine::{self, Candidates, Stats};
 use waterline_core::placement::placement;
-use waterline_core::{LedgerSource, Pod, Snapshot, UnixMillis};
+use waterline_core::{LedgerSource, Pod, UnixMillis};
 use waterline_runtime::limits::Limits;
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
 use crate::forward::{Call, Forward, Forwarder};
-use crate::store::{PendingOp, Store};
+use crate::store::{Generation, PendingOp, Store};
 
 #[derive(Clone, Default)]
 pub struct RequestCounters {
@@ -60,57 +60,51 @@ impl Scorer {
         Ok(pod)
     }
 
-    /// Filter and Score of `names` in one pass: each name's score, or `None` when it is
-    /// rejected (and why, in `rejected`). Only the feasible nodes are scored, by the same
-    /// engine calls Filter and Score make, so the numbers are theirs.
+    /// Filter and Score of `candidates` in one pass over the generation's precomputed rows
+    /// (`engine::evaluate`): each candidate's score, or `None` when it is rejected (and
+    /// why, in `rejected`). The same numbers as Filter, then Score of the feasible nodes.
     pub(crate) fn evaluate(
         &self,
-        snapshot: &Snapshot,
+        generation: &Generation,
         pod: &Pod,
-        names: &[String],
+        candidates: Candidates<'_>,
         now: UnixMillis,
     ) -> Evaluation {
         let policy = self.policy.get();
-        let verdicts = engine::filter(&policy, snapshot, pod, names, now);
-        self.count(verdicts.stats);
-        let mut rejected = Vec::new();
-        let mut feasible = Vec::with_capacity(names.len());
-        for (i, (name, verdict)) in names.iter().zip(verdicts.rejections).enumerate() {
-            match verdict {
-                Some(reason) => rejected.push((i, reason)),
-                None => feasible.push(name.clone()),
-            }
+        let evaluation = engine::evaluate(
+            &policy,
+            generation.snapshot(),
+            generation.prepared(),
+            pod,
+            candidates,
+            now,
+        );
+        self.count(evaluation.stats);
+        Evaluation {
+            scores: evaluation.scores.into_iter().map(|s| s.map(clamp_score)).collect(),
+            rejected: evaluation.rejected,
+            unknown_node_score: clamp_score(evaluation.unknown_node_score),
         }
-        let scored = engine::score(&policy, snapshot, pod, &feasible, now, false);
-        let mut feasible_scores = scored.scores.into_iter().map(|s| clamp_score(s.score));
-        let scores = (0..names.len())
-            .map(|i| {
-                let is_rejected = rejected.binary_search_by_key(&i, |(at, _)| *at).is_ok();
-                if is_rejected { None } else { feasible_scores.next() }
-            })
-            .collect();
-        // An empty name is never a node (check_node_names refuses it), so this is the score
-        // the engine gives any node it does not know.
-        let unknown = engine::score(&policy, snapshot, pod, &[String::new()], now, false);
-        let unknown_node_score = unknown.scores.first().map_or(0, |s| clamp_score(s.score));
-        Evaluation { scores, rejected, unknown_node_score }
     }
 
     fn evaluate_now(&self, request: pb::EvaluateRequest) -> Result<pb::EvaluateResponse, Status> {
         self.require_synced()?;
         let now = UnixMillis::now();
         let all_nodes = request.all_nodes;
+        let generation = self.store.read();
         let (pod, names) = if all_nodes {
             if !request.node_names.is_empty() {
                 return Err(Status::invalid_argument(
                     "node_names must be empty when all_nodes is set",
                 ));
             }
-            (required_pod(request.pod.as_ref())?, self.store.node_table().names.clone())
+            (required_pod(request.pod.as_ref())?, generation.node_table().names.clone())
         } else {
             (self.candidates(request.pod.as_ref(), &request.node_names)?, request.node_names)
         };
-        let evaluation = self.evaluate(&self.store.read(), &pod, &names, now);
+        let candidates = if all_nodes { Candidates::All } else { Candidates::Names(&names) };
+        let evaluation = self.evaluate(&generation, &pod, candidates, now);
+        drop(generation);
         let rejected = evaluation.rejected.iter().map(|(i, r)| (names[*i].clone(), r.clone()));
         let mut response = pb::EvaluateResponse {
             rejected: rejected.collect(),

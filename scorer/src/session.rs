@@ -17,6 +17,7 @@ use waterline_api::v1::session_request::Message as In;
 use waterline_api::v1::session_response::Message as Out;
 use waterline_convert::{duration, required_pod};
 use waterline_core::UnixMillis;
+use waterline_core::engine::Candidates;
 
 use crate::service::Scorer;
 
@@ -95,7 +96,7 @@ async fn run(
                 let call = pb::ReserveRequest {
                     pod: r.pod,
                     node_name: r.node_name,
-                    provisional_ttl: None,
+                    provisional_ttl: r.provisional_ttl,
                 };
                 if let Err(status) = scorer.reserve_now(call) {
                     tracing::warn!(error = %status.message(), "session Reserve refused");
@@ -133,7 +134,9 @@ async fn run(
 /// generation, then the evaluation over it.
 fn evaluate(scorer: &Scorer, request: pb::SessionEvaluate) -> Vec<pb::SessionResponse> {
     let timer = scorer.rpc.start("Session.Evaluate");
-    let table = scorer.store.node_table();
+    // One generation for the whole answer: the node table sent is the one the rows follow.
+    let generation = scorer.store.read();
+    let table = generation.node_table().clone();
     let mut out = Vec::with_capacity(2);
     if request.node_table_generation != table.generation {
         out.push(response(Out::NodeTable(pb::NodeTable {
@@ -159,7 +162,7 @@ fn evaluate(scorer: &Scorer, request: pb::SessionEvaluate) -> Vec<pb::SessionRes
             timer.finish("INVALID_ARGUMENT");
         }
         Ok(pod) => {
-            let evaluation = scorer.evaluate(&scorer.store.read(), &pod, &table.names, now);
+            let evaluation = scorer.evaluate(&generation, &pod, Candidates::All, now);
             answer.scores = evaluation.scores.iter().map(|s| s.unwrap_or(-1)).collect();
             for (index, reason) in evaluation.rejected {
                 answer.rejected_indexes.push(index as u32);

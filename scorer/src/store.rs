@@ -4,12 +4,23 @@
 //! sequence number, so the forwarder confirms by `(uid, seq)` without keeping its own copy
 //! of the entry. With several collectors an op stays pending until every one of them has
 //! taken it: a failover to a collector that has not seen it yet must not undo it.
+//!
+//! Snapshot, the engine's precomputed rows and the Session node table change together, as
+//! one [`Generation`], published so that a request reads one whole generation and never
+//! waits for a writer (`published.rs`): a full resync no longer blocks every Score.
 
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex};
 
-use waterline_core::{Delta, LedgerEntry, Millis, Snapshot, UnixMillis};
+use arc_swap::Guard;
+use waterline_core::engine::Prepared;
+use waterline_core::{Delta, LedgerEntry, Millis, Policy, Snapshot, UnixMillis};
+use waterline_runtime::policy::PolicyHandle;
+
+mod published;
+use published::{Change, Published};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum PendingOp {
@@ -25,9 +36,61 @@ pub struct NodeTable {
     pub names: Vec<String>,
 }
 
+/// One consistent state of the scorer: the snapshot, the engine's rows precomputed from it
+/// (in node-table order) and the node table, all from the same changes. Requests read one
+/// generation from start to end; writers publish the next one without waiting for them.
+#[derive(Clone, Debug)]
+pub struct Generation {
+    snapshot: Snapshot,
+    prepared: Prepared,
+    table: Arc<NodeTable>,
+}
+
+impl Default for Generation {
+    fn default() -> Self {
+        let mut snapshot = Snapshot::default();
+        snapshot.track_changes();
+        Generation { snapshot, prepared: Prepared::default(), table: Arc::default() }
+    }
+}
+
+impl Deref for Generation {
+    type Target = Snapshot;
+    fn deref(&self) -> &Snapshot {
+        &self.snapshot
+    }
+}
+
+impl Generation {
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// The engine's rows, in the order of `node_table().names`.
+    pub fn prepared(&self) -> &Prepared {
+        &self.prepared
+    }
+
+    pub fn node_table(&self) -> &Arc<NodeTable> {
+        &self.table
+    }
+
+    /// After a change to the snapshot: the changed rows, and a new node table when the
+    /// names changed.
+    fn settle(&mut self, policy: &Policy, now: UnixMillis) {
+        if self.prepared.update(policy, &mut self.snapshot, now)
+            && self.table.names != self.prepared.names()
+        {
+            let names = self.prepared.names().to_vec();
+            self.table = Arc::new(NodeTable { generation: self.table.generation + 1, names });
+        }
+    }
+}
+
 pub struct Store {
-    snapshot: RwLock<Snapshot>,
-    node_table: RwLock<Arc<NodeTable>>,
+    current: Published<Generation>,
+    /// The policy the rows are prepared for (requests check it: `Prepared::fits`).
+    policy: PolicyHandle,
     /// uid → the latest unconfirmed op of each pod.
     pending: Mutex<HashMap<String, Pending>>,
     /// Collectors every op is forwarded to: how many confirmations retire it.
@@ -54,11 +117,18 @@ impl Default for Store {
 }
 
 impl Store {
-    /// A store whose ops are forwarded to `collectors` collectors.
+    /// A store whose ops are forwarded to `collectors` collectors, rows prepared for the
+    /// default policy.
     pub fn new(collectors: usize) -> Self {
+        Store::with_policy(collectors, PolicyHandle::new(Policy::default()))
+    }
+
+    /// A store whose rows are prepared for the policy in `policy` (and follow its reloads:
+    /// [`Store::refresh`]).
+    pub fn with_policy(collectors: usize, policy: PolicyHandle) -> Self {
         Store {
-            snapshot: RwLock::default(),
-            node_table: RwLock::default(),
+            current: Published::new(Generation::default()),
+            policy,
             pending: Mutex::default(),
             collectors: collectors.max(1),
             next_seq: AtomicU64::default(),
@@ -68,14 +138,20 @@ impl Store {
         }
     }
 
-    /// Read access for Filter and Score; never held across an `.await`.
-    pub fn read(&self) -> RwLockReadGuard<'_, Snapshot> {
-        self.snapshot.read().unwrap_or_else(|p| p.into_inner())
+    /// The current generation, for Filter, Score and Evaluate: no lock, never waits for a
+    /// writer. Hold it for one request, never across an `.await`.
+    pub fn read(&self) -> Guard<Arc<Generation>> {
+        self.current.load()
     }
 
     /// The current node table (a cheap clone of an `Arc`).
     pub fn node_table(&self) -> Arc<NodeTable> {
-        self.node_table.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.read().table.clone()
+    }
+
+    /// Writes that copied a whole generation because readers still held the previous one.
+    pub fn generation_copies(&self) -> u64 {
+        self.current.copies()
     }
 
     pub fn is_synced(&self) -> bool {
@@ -102,63 +178,90 @@ impl Store {
         self.connected.store(connected, Ordering::Release);
     }
 
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Applies one change streamed by the collector.
     pub fn apply(&self, message: &Delta, now: UnixMillis) {
-        {
-            let mut snapshot = self.snapshot.write().unwrap_or_else(|p| p.into_inner());
-            let names_change = message.reset
-                || message.removed_nodes.iter().any(|n| snapshot.node(n).is_some())
-                || message.nodes.iter().any(|n| snapshot.node(&n.name).is_none());
-            message.apply_to(&mut snapshot);
-            if names_change {
-                let mut names: Vec<String> = snapshot.nodes().map(|n| n.name.clone()).collect();
-                names.sort_unstable();
-                let mut table = self.node_table.write().unwrap_or_else(|p| p.into_inner());
-                if table.names != names {
-                    *table = Arc::new(NodeTable { generation: table.generation + 1, names });
-                }
-            }
-            let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            if message.reset {
+        let policy = self.policy.get();
+        let delta = Arc::new(message.clone());
+        self.current.write(|| {
+            let pending = self.lock_pending();
+            let lay_over: Vec<PendingOp> = if delta.reset {
                 // A full snapshot may predate our unconfirmed ops: lay them over it again.
-                for pending in pending.values() {
-                    apply_op(&mut snapshot, &pending.op);
-                }
+                pending.values().map(|p| p.op.clone()).collect()
             } else {
-                // A delta can only re-add what we removed ourselves; re-applying every pending
-                // op on every delta cost seconds per message with 50,000 queued (measured).
-                for entry in &message.placed {
-                    if let Some(Pending { op: op @ PendingOp::Unreserve { .. }, .. }) =
-                        pending.get(&entry.uid)
-                    {
-                        apply_op(&mut snapshot, op);
-                    }
+                // A delta can only re-add what we removed ourselves; re-applying every
+                // pending op on every delta cost seconds per message with 50,000 queued.
+                delta
+                    .placed
+                    .iter()
+                    .filter_map(|entry| match pending.get(&entry.uid) {
+                        Some(Pending { op: op @ PendingOp::Unreserve { .. }, .. }) => {
+                            Some(op.clone())
+                        }
+                        _ => None,
+                    })
+                    .collect()
+            };
+            let change: Change<Generation> = Arc::new(move |generation: &mut Generation| {
+                delta.apply_to(&mut generation.snapshot);
+                for op in &lay_over {
+                    apply_op(&mut generation.snapshot, op);
                 }
-            }
-        }
+                generation.settle(&policy, now);
+            });
+            change
+        });
         self.last_contact.store(now.0, Ordering::Relaxed);
         self.synced.store(true, Ordering::Release);
     }
 
-    /// Applies a local Reserve/Unreserve at once and remembers it until confirmed; returns
-    /// the sequence number to confirm it with.
+    /// Applies a local Reserve/Unreserve at once (the next request sees it) and remembers
+    /// it until confirmed; returns the sequence number to confirm it with.
     pub fn apply_local(&self, op: PendingOp) -> u64 {
-        let mut snapshot = self.snapshot.write().unwrap_or_else(|p| p.into_inner());
-        apply_op(&mut snapshot, &op);
-        let uid = match &op {
-            PendingOp::Reserve(e) => e.uid.clone(),
-            PendingOp::Unreserve { uid } => uid.clone(),
-        };
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let pending = Pending { seq, op, unconfirmed: self.collectors };
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(uid, pending);
+        let policy = self.policy.get();
+        let now = UnixMillis::now();
+        let mut seq = 0;
+        self.current.write(|| {
+            let uid = match &op {
+                PendingOp::Reserve(e) => e.uid.clone(),
+                PendingOp::Unreserve { uid } => uid.clone(),
+            };
+            seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+            let pending = Pending { seq, op: op.clone(), unconfirmed: self.collectors };
+            self.lock_pending().insert(uid, pending);
+            let change: Change<Generation> = Arc::new(move |generation: &mut Generation| {
+                apply_op(&mut generation.snapshot, &op);
+                generation.settle(&policy, now);
+            });
+            change
+        });
         seq
+    }
+
+    /// Keeps the rows on the fast path: rebuilds them after a policy reload of another
+    /// shape, and recomputes those whose ledger shares expired (a placement aged out of
+    /// its absorb window). A no-op when neither happened.
+    pub fn refresh(&self, now: UnixMillis) {
+        let policy = self.policy.get();
+        let current = self.read();
+        if current.prepared.fits(&policy) && !current.prepared.expired(now) {
+            return;
+        }
+        drop(current);
+        self.current.write(|| {
+            let change: Change<Generation> =
+                Arc::new(move |generation: &mut Generation| generation.settle(&policy, now));
+            change
+        });
     }
 
     /// A collector accepted op `seq` of pod `uid`; once every collector has, their streams
     /// carry it from then on. A later op of the same pod stays pending.
     pub fn confirm(&self, uid: &str, seq: u64) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = self.lock_pending();
         let Some(op) = pending.get_mut(uid).filter(|op| op.seq == seq) else { return };
         op.unconfirmed = op.unconfirmed.saturating_sub(1);
         if op.unconfirmed == 0 {
@@ -171,7 +274,7 @@ impl Store {
     }
 
     pub fn pending_len(&self) -> usize {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.lock_pending().len()
     }
 }
 

@@ -11,14 +11,45 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
-// pluginCounter sums a plugin counter (e.g. waterline_plugin_fail_open_total)
-// over its label values; labels filters on name=value pairs.
-func pluginCounter(name string, labels ...string) float64 {
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
+// gatherFunc reads a registry: the test process's own (legacyGather: the
+// in-process kube-scheduler and its plugin) or a scheduler process's /metrics
+// (scrapeGather, the pinned layout of TestThroughput).
+type gatherFunc func() ([]*dto.MetricFamily, error)
+
+func legacyGather() ([]*dto.MetricFamily, error) { return legacyregistry.DefaultGatherer.Gather() }
+
+// scrapeGather reads Prometheus text from url (a /metrics endpoint).
+func scrapeGather(url string) gatherFunc {
+	return func() ([]*dto.MetricFamily, error) {
+		resp, err := httpc.Get(url)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*dto.MetricFamily, 0, len(families))
+		for _, mf := range families {
+			out = append(out, mf)
+		}
+		return out, nil
+	}
+}
+
+// counterIn sums a counter over its label values; labels filters on
+// name=value pairs. -1 when the registry cannot be read.
+func counterIn(gather gatherFunc, name string, labels ...string) float64 {
+	mfs, err := gather()
 	if err != nil {
 		return -1
 	}
@@ -44,43 +75,61 @@ func pluginCounter(name string, labels ...string) float64 {
 	return total
 }
 
-// pluginHistograms returns rpc -> (sum seconds, count) of
-// waterline_plugin_rpc_duration_seconds.
-func pluginHistograms() map[string][2]float64 {
+// histogramsIn returns, for histogram name, (sum seconds, count) per value of
+// keyLabels (joined with "/"), summed over the other labels.
+func histogramsIn(gather gatherFunc, name string, keyLabels ...string) map[string][2]float64 {
 	out := map[string][2]float64{}
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	mfs, err := gather()
 	if err != nil {
 		return out
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "waterline_plugin_rpc_duration_seconds" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			rpc := ""
+			have := map[string]string{}
 			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "rpc" {
-					rpc = lp.GetValue()
-				}
+				have[lp.GetName()] = lp.GetValue()
 			}
-			out[rpc] = [2]float64{m.GetHistogram().GetSampleSum(), float64(m.GetHistogram().GetSampleCount())}
+			var key []string
+			for _, l := range keyLabels {
+				key = append(key, have[l])
+			}
+			k := strings.Join(key, "/")
+			prev := out[k]
+			out[k] = [2]float64{prev[0] + m.GetHistogram().GetSampleSum(), prev[1] + float64(m.GetHistogram().GetSampleCount())}
 		}
 	}
 	return out
 }
 
-// pluginRPCSummary: mean plugin RPC latency per RPC between two snapshots.
-func pluginRPCSummary(before, after map[string][2]float64) string {
-	var rpcs []string
+// pluginCounter sums a plugin counter (e.g. waterline_plugin_fail_open_total)
+// of the in-process scheduler over its label values; labels filters on
+// name=value pairs.
+func pluginCounter(name string, labels ...string) float64 {
+	return counterIn(legacyGather, name, labels...)
+}
+
+// pluginHistograms returns rpc -> (sum seconds, count) of
+// waterline_plugin_rpc_duration_seconds.
+func pluginHistograms(gather gatherFunc) map[string][2]float64 {
+	return histogramsIn(gather, "waterline_plugin_rpc_duration_seconds", "rpc")
+}
+
+// meanSummary: the mean per key between two snapshots of histogramsIn,
+// "key mean X ms over N, ...", keys in order.
+func meanSummary(before, after map[string][2]float64) string {
+	var keys []string
 	for k := range after {
-		rpcs = append(rpcs, k)
+		keys = append(keys, k)
 	}
-	sort.Strings(rpcs)
+	sort.Strings(keys)
 	var parts []string
-	for _, r := range rpcs {
-		sum, n := after[r][0]-before[r][0], after[r][1]-before[r][1]
+	for _, k := range keys {
+		sum, n := after[k][0]-before[k][0], after[k][1]-before[k][1]
 		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%s mean %.2f ms over %.0f", r, 1000*sum/n, n))
+			parts = append(parts, fmt.Sprintf("%s mean %.2f ms over %.0f", k, 1000*sum/n, n))
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -554,6 +554,7 @@ func testFailureRecovery(t *testing.T, path schedPath) {
 	// 2. scorer killed mid-run: 20 pods created one every 50 ms; the scorer
 	// is SIGKILLed after the 5th is bound. Every pod still binds.
 	failOpens0 := pluginFailOpens()
+	evaluateFO0 := pluginCounter("waterline_plugin_fail_open_total", "rpc", "Evaluate")
 	filterFO0 := pluginCounter("waterline_plugin_fail_open_total", "rpc", "Filter")
 	scoreFO0 := pluginCounter("waterline_plugin_fail_open_total", "rpc", "Score")
 	reserveFO0 := pluginCounter("waterline_plugin_fail_open_total", "rpc", "Reserve")
@@ -582,7 +583,8 @@ func testFailureRecovery(t *testing.T, path schedPath) {
 			time.Since(t0).Round(time.Millisecond), fmtCounts(down), down[hotName])
 		if path == pluginPath {
 			fo := pluginFailOpens() - failOpens0
-			t.Logf("plugin: waterline_plugin_fail_open_total +%.0f while the scorer was down (Filter %.0f, Score %.0f, Reserve %.0f)", fo,
+			t.Logf("plugin: waterline_plugin_fail_open_total +%.0f while the scorer was down (Evaluate %.0f, Filter %.0f, Score %.0f, Reserve %.0f)", fo,
+				pluginCounter("waterline_plugin_fail_open_total", "rpc", "Evaluate")-evaluateFO0,
 				pluginCounter("waterline_plugin_fail_open_total", "rpc", "Filter")-filterFO0,
 				pluginCounter("waterline_plugin_fail_open_total", "rpc", "Score")-scoreFO0,
 				pluginCounter("waterline_plugin_fail_open_total", "rpc", "Reserve")-reserveFO0)

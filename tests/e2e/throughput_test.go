@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -47,6 +49,18 @@ func envInt(name string, def int) int {
 //     (plugin/config/scheduler-config.yaml: multiPoint weight 5, request-based
 //     scoring off), straight to the scorer over gRPC, no extender.
 //
+// With WATERLINE_E2E_TP_PIN=1 (the pinned layout, pinned_test.go) every run's
+// kube-scheduler is a process of its own under `taskset -c 0`, and this process
+// (API server, etcd) and the waterline processes it starts run on core 1; the
+// baseline is laid out the same, so in that layout waterline shares the API
+// server's core while the baseline has it alone.
+//
+// Per run it also reports the scheduler's time per extension point
+// (scheduler_framework_extension_point_duration_seconds) and per plugin
+// (scheduler_plugin_execution_duration_seconds, sampled by kube-scheduler), and
+// the scorer's own request histogram over the same run, so the gap between the
+// scheduler's view and the scorer's is visible.
+//
 // Reported with t.Logf and written to tests/e2e/results/throughput.txt with
 // each run's ratio to the baseline; no pass/fail threshold. The test's
 // deadline follows `go test -timeout` (run.sh: 30m), so the 5,000-node run
@@ -61,6 +75,17 @@ func TestThroughput(t *testing.T) {
 	defer cancel()
 	nodes := envInt("WATERLINE_E2E_TP_NODES", 1000)
 	pods := envInt("WATERLINE_E2E_TP_PODS", 1000)
+	pinned := tpPinned()
+	if pinned {
+		if runtime.NumCPU() < 2 {
+			t.Fatalf("WATERLINE_E2E_TP_PIN=1 needs 2 cores, have %d", runtime.NumCPU())
+		}
+		// Before the stack starts, so its processes inherit core 1.
+		if err := pinProcess(os.Getpid(), "1"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pinProcess(os.Getpid(), fmt.Sprintf("0-%d", runtime.NumCPU()-1)) })
+	}
 
 	static := filepath.Join(t.TempDir(), "static.yaml")
 	var b strings.Builder
@@ -98,8 +123,13 @@ func TestThroughput(t *testing.T) {
 	}
 	binKind := filepath.Base(binDir())
 	var report strings.Builder
-	fmt.Fprintf(&report, "%s throughput: %d fake nodes, %d pods per run, percentageOfNodesToScore adaptive, waterline binaries from %s (%s)\n",
-		time.Now().UTC().Format(time.RFC3339), nodes, pods, binDir(), binKind)
+	layout := "everything in one process group on all cores (CPU-bound)"
+	if pinned {
+		layout = "pinned: kube-scheduler alone on core 0 (own process); API server, etcd and waterline on core 1"
+	}
+	fmt.Fprintf(&report, "%s throughput: %d fake nodes, %d pods per run, percentageOfNodesToScore adaptive, waterline binaries from %s (%s); layout: %s\n",
+		time.Now().UTC().Format(time.RFC3339), nodes, pods, binDir(), binKind, layout)
+	scorerMetrics := scrapeGather("http://" + s.scorerAdmin + "/metrics")
 	results := map[string]float64{}
 	for i, r := range runs {
 		ns := fmt.Sprintf("tp-%d", i)
@@ -113,17 +143,50 @@ func TestThroughput(t *testing.T) {
 		s.createPods(ps, 32)
 		t.Logf("%s: %d pods created in %v", r.name, pods, time.Since(tc).Round(time.Millisecond))
 
-		fo0, errs0, h0 := pluginFailOpens(), pluginCounter("waterline_plugin_rpc_errors_total"), pluginHistograms()
-		res := s.measureBindings(ns, pods, func() { s.startScheduler(r.spec) })
-		s.stopScheduler()
+		// The scheduler's registry: this process's (cumulative over runs, so
+		// differences are taken) or, pinned, the run's own scheduler process.
+		gather := gatherFunc(legacyGather)
+		var proc *schedProcess
+		if pinned {
+			gather = func() ([]*dto.MetricFamily, error) { return nil, nil }
+		}
+		sched0 := schedulerTimes(gather)
+		fo0 := counterIn(gather, "waterline_plugin_fail_open_total")
+		errs0 := counterIn(gather, "waterline_plugin_rpc_errors_total")
+		h0, scorer0 := pluginHistograms(gather), scorerTimes(scorerMetrics)
+		res := s.measureBindings(ns, pods, func() {
+			if pinned {
+				proc = s.startSchedulerProcess(r.spec, "0")
+				gather = scrapeGather(proc.metrics)
+			} else {
+				s.startScheduler(r.spec)
+			}
+		})
+		// Read the scheduler's metrics before it stops (a process takes them with it).
+		sched1 := schedulerTimes(gather)
+		fo := counterIn(gather, "waterline_plugin_fail_open_total") - fo0
+		errs := counterIn(gather, "waterline_plugin_rpc_errors_total") - errs0
+		h1, scorer1 := pluginHistograms(gather), scorerTimes(scorerMetrics)
+		if pinned {
+			proc.stop()
+		} else {
+			s.stopScheduler()
+		}
 		line := fmt.Sprintf("%-52s %7.1f pods/s average (first to last bind %v; p50 of 1 s samples %.0f pods/s)",
 			r.name+":", res.avg, res.span.Round(time.Millisecond), res.p50)
 		t.Log(line)
 		fmt.Fprintln(&report, line)
+		for _, line := range []string{
+			"  scheduler, per extension point: " + meanSummary(sched0.points, sched1.points),
+			"  scheduler, per plugin (sampled): " + meanSummary(sched0.plugins, sched1.plugins),
+			"  scorer, own histogram over the run: " + meanSummary(scorer0, scorer1),
+		} {
+			t.Log(line)
+			fmt.Fprintln(&report, line)
+		}
 		if r.spec.Plugin != nil {
-			fo, errs := pluginFailOpens()-fo0, pluginCounter("waterline_plugin_rpc_errors_total")-errs0
 			line := fmt.Sprintf("%-52s RPC errors %.0f, fail-opens %.0f; %s", "  plugin RPCs as the scheduler saw them:", errs, fo,
-				pluginRPCSummary(h0, pluginHistograms()))
+				meanSummary(h0, h1))
 			t.Log(line)
 			fmt.Fprintln(&report, line)
 			if fo > 0 {
@@ -138,6 +201,9 @@ func TestThroughput(t *testing.T) {
 			note := ""
 			if r.spec.Plugin != nil {
 				note = " (issue 8 target for the plugin: >= 95 %)"
+			}
+			if pinned {
+				note += " [pinned: waterline shares core 1 with the API server; the baseline has it alone]"
 			}
 			line := fmt.Sprintf("%-52s %6.1f %% of baseline%s", r.name+":", 100*results[r.name]/base, note)
 			t.Log(line)
@@ -164,6 +230,23 @@ func TestThroughput(t *testing.T) {
 		}
 	}
 	writeResult(t, "throughput.txt", report.String())
+}
+
+// schedTimes: kube-scheduler's time per extension point and per plugin and
+// extension point, as (sum seconds, count).
+type schedTimes struct{ points, plugins map[string][2]float64 }
+
+func schedulerTimes(gather gatherFunc) schedTimes {
+	return schedTimes{
+		points:  histogramsIn(gather, "scheduler_framework_extension_point_duration_seconds", "extension_point"),
+		plugins: histogramsIn(gather, "scheduler_plugin_execution_duration_seconds", "plugin", "extension_point"),
+	}
+}
+
+// scorerTimes: the scorer's own request histogram per method (Session.Evaluate,
+// Evaluate, Filter, Score, Reserve, ...).
+func scorerTimes(gather gatherFunc) map[string][2]float64 {
+	return histogramsIn(gather, "waterline_scorer_grpc_request_duration_seconds", "method")
 }
 
 // meanDurations reads http://admin/metrics and returns "<histogram>{labels} mean X ms over N"

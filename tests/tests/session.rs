@@ -153,6 +153,7 @@ async fn a_session_orders_reserves_before_the_next_evaluate() -> Result<()> {
             sequence: 10 + i,
             pod: Some(pod(100 + i as usize)),
             node_name: "node-b".into(),
+            provisional_ttl: None,
         })))
         .await?;
     }
@@ -192,5 +193,64 @@ async fn a_session_orders_reserves_before_the_next_evaluate() -> Result<()> {
     })))
     .await?;
     assert_eq!(evaluation(&mut answers).await?.request_id, 4);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_session_reserve_with_provisional_ttl_expires_and_a_negative_one_places_nothing()
+-> Result<()> {
+    let (_dir, _collector, scorer) = stack().await?;
+    let mut client = scorer.scorer_client().await?;
+    let (tx, rx) = mpsc::channel(16);
+    let mut answers = client.session(ReceiverStream::new(rx)).await?.into_inner();
+    let send = |message| pb::SessionRequest { message: Some(message) };
+    let reserve = |sequence: u64, uid: usize, ttl: waterline_api::ProtoDuration| {
+        send(In::Reserve(pb::SessionReserve {
+            sequence,
+            pod: Some(pod(uid)),
+            node_name: "node-b".into(),
+            provisional_ttl: Some(ttl),
+        }))
+    };
+    let evaluate = |request_id: u64| {
+        send(In::Evaluate(pb::SessionEvaluate {
+            request_id,
+            pod: Some(pod(request_id as usize)),
+            node_table_generation: 0,
+        }))
+    };
+    // A negative TTL is refused (acknowledged, not placed): node-b stays feasible.
+    tx.send(reserve(1, 100, waterline_api::ProtoDuration { seconds: -1, nanos: 0 })).await?;
+    tx.send(evaluate(1)).await?;
+    assert_eq!(evaluation(&mut answers).await?.rejected_indexes, [3]);
+    // Three guesses of 2 s on node-b: 25 % + 3 × 10.6 % + 10.6 % = 67.5 % > 65 %, rejected
+    // (as the ordinary Reserves of the test above) ...
+    for i in 0..3u64 {
+        tx.send(reserve(
+            10 + i,
+            200 + i as usize,
+            waterline_api::ProtoDuration { seconds: 2, nanos: 0 },
+        ))
+        .await?;
+    }
+    tx.send(evaluate(2)).await?;
+    assert_eq!(evaluation(&mut answers).await?.rejected_indexes, [1, 3]);
+    // ... until they expire unconfirmed (the collector prunes them and streams the release).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut request_id = 3;
+    loop {
+        tx.send(evaluate(request_id)).await?;
+        let answer = evaluation(&mut answers).await?;
+        if answer.rejected_indexes == [3] {
+            break;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "provisional entries still counted after 10 s: {:?}",
+            answer.rejected_reasons
+        );
+        request_id += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     Ok(())
 }

@@ -339,11 +339,15 @@ func (x *SessionEvaluate) GetNodeTableGeneration() uint64 {
 type SessionReserve struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Increasing per stream (a reopened stream may start anywhere above the acknowledged).
-	Sequence      uint64   `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
-	Pod           *PodInfo `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
-	NodeName      string   `protobuf:"bytes,3,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sequence uint64   `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Pod      *PodInfo `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	NodeName string   `protobuf:"bytes,3,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// As ReserveRequest.provisional_ttl: set, a guess at the scheduler's choice that leaves
+	// the ledger after this long unless confirmed; unset or zero, an ordinary Reserve. A
+	// negative value is refused like a malformed pod: logged, acknowledged, not placed.
+	ProvisionalTtl *durationpb.Duration `protobuf:"bytes,4,opt,name=provisional_ttl,json=provisionalTtl,proto3" json:"provisional_ttl,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SessionReserve) Reset() {
@@ -395,6 +399,13 @@ func (x *SessionReserve) GetNodeName() string {
 		return x.NodeName
 	}
 	return ""
+}
+
+func (x *SessionReserve) GetProvisionalTtl() *durationpb.Duration {
+	if x != nil {
+		return x.ProvisionalTtl
+	}
+	return nil
 }
 
 type SessionUnreserve struct {
@@ -1414,11 +1425,12 @@ const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12'\n" +
 	"\x03pod\x18\x02 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x122\n" +
-	"\x15node_table_generation\x18\x03 \x01(\x04R\x13nodeTableGeneration\"r\n" +
+	"\x15node_table_generation\x18\x03 \x01(\x04R\x13nodeTableGeneration\"\xb6\x01\n" +
 	"\x0eSessionReserve\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12'\n" +
 	"\x03pod\x18\x02 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
-	"\tnode_name\x18\x03 \x01(\tR\bnodeName\"t\n" +
+	"\tnode_name\x18\x03 \x01(\tR\bnodeName\x12B\n" +
+	"\x0fprovisional_ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eprovisionalTtl\"t\n" +
 	"\x10SessionUnreserve\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12'\n" +
 	"\x03pod\x18\x02 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
@@ -1553,38 +1565,39 @@ var file_waterline_v1_scorer_proto_depIdxs = []int32{
 	5,  // 5: waterline.v1.SessionRequest.unreserve:type_name -> waterline.v1.SessionUnreserve
 	22, // 6: waterline.v1.SessionEvaluate.pod:type_name -> waterline.v1.PodInfo
 	22, // 7: waterline.v1.SessionReserve.pod:type_name -> waterline.v1.PodInfo
-	22, // 8: waterline.v1.SessionUnreserve.pod:type_name -> waterline.v1.PodInfo
-	7,  // 9: waterline.v1.SessionResponse.node_table:type_name -> waterline.v1.NodeTable
-	8,  // 10: waterline.v1.SessionResponse.evaluation:type_name -> waterline.v1.SessionEvaluation
-	9,  // 11: waterline.v1.SessionResponse.ack:type_name -> waterline.v1.SessionAck
-	23, // 12: waterline.v1.SessionEvaluation.snapshot_age:type_name -> google.protobuf.Duration
-	22, // 13: waterline.v1.FilterRequest.pod:type_name -> waterline.v1.PodInfo
-	21, // 14: waterline.v1.FilterResponse.rejected:type_name -> waterline.v1.FilterResponse.RejectedEntry
-	23, // 15: waterline.v1.FilterResponse.snapshot_age:type_name -> google.protobuf.Duration
-	22, // 16: waterline.v1.ScoreRequest.pod:type_name -> waterline.v1.PodInfo
-	14, // 17: waterline.v1.ScoreResponse.scores:type_name -> waterline.v1.NodeScore
-	23, // 18: waterline.v1.ScoreResponse.snapshot_age:type_name -> google.protobuf.Duration
-	15, // 19: waterline.v1.NodeScore.terms:type_name -> waterline.v1.ScoreTerm
-	22, // 20: waterline.v1.ReserveRequest.pod:type_name -> waterline.v1.PodInfo
-	23, // 21: waterline.v1.ReserveRequest.provisional_ttl:type_name -> google.protobuf.Duration
-	22, // 22: waterline.v1.UnreserveRequest.pod:type_name -> waterline.v1.PodInfo
-	10, // 23: waterline.v1.ScorerService.Filter:input_type -> waterline.v1.FilterRequest
-	12, // 24: waterline.v1.ScorerService.Score:input_type -> waterline.v1.ScoreRequest
-	16, // 25: waterline.v1.ScorerService.Reserve:input_type -> waterline.v1.ReserveRequest
-	18, // 26: waterline.v1.ScorerService.Unreserve:input_type -> waterline.v1.UnreserveRequest
-	0,  // 27: waterline.v1.ScorerService.Evaluate:input_type -> waterline.v1.EvaluateRequest
-	2,  // 28: waterline.v1.ScorerService.Session:input_type -> waterline.v1.SessionRequest
-	11, // 29: waterline.v1.ScorerService.Filter:output_type -> waterline.v1.FilterResponse
-	13, // 30: waterline.v1.ScorerService.Score:output_type -> waterline.v1.ScoreResponse
-	17, // 31: waterline.v1.ScorerService.Reserve:output_type -> waterline.v1.ReserveResponse
-	19, // 32: waterline.v1.ScorerService.Unreserve:output_type -> waterline.v1.UnreserveResponse
-	1,  // 33: waterline.v1.ScorerService.Evaluate:output_type -> waterline.v1.EvaluateResponse
-	6,  // 34: waterline.v1.ScorerService.Session:output_type -> waterline.v1.SessionResponse
-	29, // [29:35] is the sub-list for method output_type
-	23, // [23:29] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	23, // 8: waterline.v1.SessionReserve.provisional_ttl:type_name -> google.protobuf.Duration
+	22, // 9: waterline.v1.SessionUnreserve.pod:type_name -> waterline.v1.PodInfo
+	7,  // 10: waterline.v1.SessionResponse.node_table:type_name -> waterline.v1.NodeTable
+	8,  // 11: waterline.v1.SessionResponse.evaluation:type_name -> waterline.v1.SessionEvaluation
+	9,  // 12: waterline.v1.SessionResponse.ack:type_name -> waterline.v1.SessionAck
+	23, // 13: waterline.v1.SessionEvaluation.snapshot_age:type_name -> google.protobuf.Duration
+	22, // 14: waterline.v1.FilterRequest.pod:type_name -> waterline.v1.PodInfo
+	21, // 15: waterline.v1.FilterResponse.rejected:type_name -> waterline.v1.FilterResponse.RejectedEntry
+	23, // 16: waterline.v1.FilterResponse.snapshot_age:type_name -> google.protobuf.Duration
+	22, // 17: waterline.v1.ScoreRequest.pod:type_name -> waterline.v1.PodInfo
+	14, // 18: waterline.v1.ScoreResponse.scores:type_name -> waterline.v1.NodeScore
+	23, // 19: waterline.v1.ScoreResponse.snapshot_age:type_name -> google.protobuf.Duration
+	15, // 20: waterline.v1.NodeScore.terms:type_name -> waterline.v1.ScoreTerm
+	22, // 21: waterline.v1.ReserveRequest.pod:type_name -> waterline.v1.PodInfo
+	23, // 22: waterline.v1.ReserveRequest.provisional_ttl:type_name -> google.protobuf.Duration
+	22, // 23: waterline.v1.UnreserveRequest.pod:type_name -> waterline.v1.PodInfo
+	10, // 24: waterline.v1.ScorerService.Filter:input_type -> waterline.v1.FilterRequest
+	12, // 25: waterline.v1.ScorerService.Score:input_type -> waterline.v1.ScoreRequest
+	16, // 26: waterline.v1.ScorerService.Reserve:input_type -> waterline.v1.ReserveRequest
+	18, // 27: waterline.v1.ScorerService.Unreserve:input_type -> waterline.v1.UnreserveRequest
+	0,  // 28: waterline.v1.ScorerService.Evaluate:input_type -> waterline.v1.EvaluateRequest
+	2,  // 29: waterline.v1.ScorerService.Session:input_type -> waterline.v1.SessionRequest
+	11, // 30: waterline.v1.ScorerService.Filter:output_type -> waterline.v1.FilterResponse
+	13, // 31: waterline.v1.ScorerService.Score:output_type -> waterline.v1.ScoreResponse
+	17, // 32: waterline.v1.ScorerService.Reserve:output_type -> waterline.v1.ReserveResponse
+	19, // 33: waterline.v1.ScorerService.Unreserve:output_type -> waterline.v1.UnreserveResponse
+	1,  // 34: waterline.v1.ScorerService.Evaluate:output_type -> waterline.v1.EvaluateResponse
+	6,  // 35: waterline.v1.ScorerService.Session:output_type -> waterline.v1.SessionResponse
+	30, // [30:36] is the sub-list for method output_type
+	24, // [24:30] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_scorer_proto_init() }

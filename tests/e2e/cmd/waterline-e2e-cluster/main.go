@@ -4,13 +4,15 @@
 //
 //	waterline-e2e-cluster [run] --kubeconfig-out FILE [--scheduler-config CFG | --default-scheduler]
 //	waterline-e2e-cluster nodes --kubeconfig FILE --count N [--cpu 8 --memory 32Gi --ip-prefix 127.0.1.]
-//	waterline-e2e-cluster scheduler --kubeconfig FILE [--config CFG]
+//	waterline-e2e-cluster scheduler --kubeconfig FILE [--config CFG] [--metrics-addr HOST:PORT]
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -19,8 +21,11 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
+	"github.com/waterline/waterline/plugin/waterline"
 	"github.com/waterline/waterline/tests/e2e/harness"
 )
 
@@ -28,7 +33,8 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   waterline-e2e-cluster [run] --kubeconfig-out FILE [flags]   start etcd + kube-apiserver (+ kube-scheduler)
   waterline-e2e-cluster nodes --kubeconfig FILE --count N [flags]   create fake Ready nodes
-  waterline-e2e-cluster scheduler --kubeconfig FILE [--config CFG]   run only a kube-scheduler against a running cluster
+  waterline-e2e-cluster scheduler --kubeconfig FILE [--config CFG] [--metrics-addr HOST:PORT]
+                                                       run only a kube-scheduler (Waterline plugin registered) against a running cluster
 run "waterline-e2e-cluster <cmd> -h" for the flags of a command.
 `)
 }
@@ -188,15 +194,32 @@ func runNodes(args []string) error {
 
 // runScheduler runs a kube-scheduler (in this process) against an existing
 // cluster until SIGINT/SIGTERM: lets a driver start, stop or restart the
-// scheduler independently of the control plane.
+// scheduler independently of the control plane, e.g. in a process of its own
+// pinned to one core (TestThroughput's WATERLINE_E2E_TP_PIN). The Waterline
+// plugin is registered, as in the test suite's in-process scheduler; only a
+// profile that enables it uses it. With --metrics-addr the process serves
+// component-base's registry (kube-scheduler's and the plugin's metrics) on
+// plain HTTP at /metrics.
 func runScheduler(args []string) error {
 	fs := newFlagSet("scheduler")
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
 	config := fs.String("config", "", "KubeSchedulerConfiguration file (default: default configuration)")
 	workDir := fs.String("work-dir", "", "directory for the patched config (default: a temp dir, removed on exit)")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics (kube-scheduler's and the plugin's) on this host:port; empty: none")
 	_ = fs.Parse(args)
 	if *kubeconfig == "" {
 		return fmt.Errorf("--kubeconfig (or KUBECONFIG) is required")
+	}
+	if *metricsAddr != "" {
+		ln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", legacyregistry.Handler())
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
 	}
 	dir := *workDir
 	if dir == "" {
@@ -211,6 +234,7 @@ func runScheduler(args []string) error {
 	defer cancel()
 	stop, err := harness.StartScheduler(ctx, harness.SchedulerOptions{
 		ConfigFile: *config, KubeconfigPath: *kubeconfig, WorkDir: dir,
+		Registry: []app.Option{app.WithPlugin(waterline.Name, waterline.New)},
 	})
 	if err != nil {
 		return err
