@@ -27,6 +27,7 @@ pub async fn run(args: Args) -> Result<()> {
         Command::PrometheusRefresh(p) => {
             ("prometheus-refresh", crate::prometheus::refresh(p).await?)
         }
+        Command::RecordingRules(r) => ("recording-rules", crate::recording_rules::run(r).await?),
     };
     result["kind"] = json!(kind);
     result["label"] = json!(args.label);

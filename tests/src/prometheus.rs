@@ -385,9 +385,24 @@ pub async fn backfill(data_dir: &Path, openmetrics: &str) -> Result<()> {
     }
     let input = tempfile::Builder::new().prefix("waterline-backfill-").suffix(".om").tempfile()?;
     fs::write(input.path(), openmetrics)?;
-    let out = tokio::process::Command::new(PROMTOOL_BIN)
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(input.path())
+    backfill_file(data_dir, input.path(), None).await
+}
+
+/// [`backfill`] from an OpenMetrics file (for inputs too large to hold in memory), with
+/// promtool's `--max-block-duration` when given (its default is 2 h; promtool reads the whole
+/// input once per block window, so one file per window of that length is the fast way).
+pub async fn backfill_file(
+    data_dir: &Path,
+    input: &Path,
+    max_block_duration: Option<Duration>,
+) -> Result<()> {
+    let mut command = tokio::process::Command::new(PROMTOOL_BIN);
+    command.args(["tsdb", "create-blocks-from", "openmetrics"]);
+    if let Some(d) = max_block_duration {
+        command.arg(format!("--max-block-duration={}", prom_duration(d)));
+    }
+    let out = command
+        .arg(input)
         .arg(data_dir)
         .stdin(Stdio::null())
         .output()
