@@ -299,8 +299,8 @@ pub struct RecordingRulesArgs {
     pub query_max_samples: u64,
 
     /// Load no rule file: run each rule's expression alone through the query API
-    /// (--evaluations times) and report Prometheus's CPU seconds per evaluation (less its
-    /// scrape-only baseline), the evaluation time, the samples loaded and the peak RSS / heap
+    /// (--evaluations times) and report Prometheus's CPU seconds per evaluation (its
+    /// scrape-only rate reported beside them), the evaluation time, the samples loaded and the peak RSS / heap
     /// while it runs. On a shared machine the CPU seconds are the figure to trust.
     #[arg(long)]
     pub isolated: bool,

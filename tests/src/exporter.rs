@@ -842,6 +842,18 @@ mod tests {
     }
 
     #[test]
+    fn node_exporter_modes_split_the_busy_seconds() {
+        let modes = CpuModes::NodeExporter.split(10.0, 30.0);
+        let names: Vec<&str> = modes.iter().map(|m| m.0).collect();
+        assert_eq!(names, ["idle", "iowait", "irq", "nice", "softirq", "steal", "system", "user"]);
+        assert_eq!(modes[0].1, 30.0);
+        // 10 busy seconds: 0.5 + 0.2 + 0.5 + 0.5 + 0.3 + 2 + 6.
+        let busy: f64 = modes[1..].iter().map(|m| m.1).sum();
+        assert!((busy - 10.0).abs() < 1e-9, "{busy}");
+        assert_eq!(CpuModes::Simple.split(10.0, 30.0), cpu_modes(10.0, 30.0).to_vec());
+    }
+
+    #[test]
     fn history_is_openmetrics_in_seconds() {
         let nodes = [FakeNode::new("a").with_cores(1).with_memory_bytes(1000)];
         let start = UNIX_EPOCH + Duration::from_secs(1_800_000_000);

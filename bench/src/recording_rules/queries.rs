@@ -1,6 +1,6 @@
 //! `--isolated`: each rule's expression run alone through `/api/v1/query?stats=all` on a
 //! Prometheus that evaluates no rules, `--evaluations` times, with Prometheus's own CPU time
-//! around each run (less its scrape-only baseline) and its peak RSS and heap while it runs.
+//! around each run (scraping included; its scrape-only rate is reported beside it) and its peak RSS and heap while it runs.
 //! On a machine shared with other work, CPU seconds per evaluation say more than a group's
 //! wall-clock duration, which mostly measures how much of a core Prometheus was given.
 
@@ -108,7 +108,10 @@ pub async fn measure_file(
                 done.store(true, Ordering::Relaxed);
                 let (rss, heap) = poller.await?;
                 let (after, _, _) = proc_now(prom, http).await?;
-                let cpu = (after - before - baseline * wall).max(0.0);
+                // Raw process CPU over the query (scraping included: `idle_cpu_cores` × wall
+                // of it, but a 10 s baseline right after start-up or a big query is noisy, so
+                // it is reported, not subtracted).
+                let cpu = after - before;
                 let stats = &answer["data"]["stats"];
                 let eval = stats["timings"]["evalTotalTime"].as_f64().unwrap_or(f64::NAN);
                 println!(
