@@ -11,33 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
+use waterline_collector::policy_check::RuleFile;
 use waterline_core::time::parse_std_duration;
 use waterline_tests::prometheus::Prometheus;
 
 use super::fit::median;
 use super::{MIB, get_text, loadavg, parse_poll};
-
-#[derive(Deserialize)]
-struct RuleFile {
-    groups: Vec<RuleGroup>,
-}
-
-#[derive(Deserialize)]
-struct RuleGroup {
-    name: String,
-    interval: Option<String>,
-    rules: Vec<Rule>,
-}
-
-#[derive(Deserialize)]
-struct Rule {
-    record: Option<String>,
-    alert: Option<String>,
-    expr: String,
-}
 
 /// Prometheus's process CPU seconds, RSS and heap in use, now.
 async fn proc_now(prom: &Prometheus, http: &reqwest::Client) -> Result<(f64, f64, f64)> {
@@ -53,7 +34,7 @@ pub async fn measure_file(
     reps: usize,
     n: usize,
 ) -> Result<Value> {
-    let parsed: RuleFile = serde_yaml::from_str(&std::fs::read_to_string(file)?)
+    let rule_groups = RuleFile::parse(&std::fs::read_to_string(file)?)
         .with_context(|| format!("parsing {}", file.display()))?;
     // Scrape-only CPU rate, subtracted from each query's CPU time.
     let (c0, rss0, heap0) = proc_now(prom, http).await?;
@@ -70,7 +51,7 @@ pub async fn measure_file(
     );
     let mut groups = BTreeMap::new();
     let mut rules_out = Vec::new();
-    for group in &parsed.groups {
+    for group in &rule_groups {
         let interval = group.interval.as_deref().map(parse_std_duration).transpose()?;
         let (mut cpu_sum, mut eval_sum, mut peak_rss, mut peak_heap) = (0.0, 0.0, 0.0_f64, 0.0_f64);
         for rule in &group.rules {
