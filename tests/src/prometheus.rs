@@ -438,6 +438,34 @@ where
     }
 }
 
+/// The six records of `deploy/prometheus/rules.yml` (and `rules-at-scale.yml`).
+pub mod records {
+    pub const CPU_5M: &str = "waterline:node_cpu_usage:avg5m";
+    pub const CPU_1H: &str = "waterline:node_cpu_usage:max_avg1h";
+    pub const CPU_1D: &str = "waterline:node_cpu_usage:max_avg1d";
+    pub const MEM_5M: &str = "waterline:node_memory_usage:avg5m";
+    pub const MEM_1H: &str = "waterline:node_memory_usage:max_avg1h";
+    pub const MEM_1D: &str = "waterline:node_memory_usage:max_avg1d";
+    pub const ALL: [&str; 6] = [CPU_5M, CPU_1H, CPU_1D, MEM_5M, MEM_1H, MEM_1D];
+}
+
+/// The value of `node`'s series among `rows`: matched on the exact `instance` and `node`
+/// labels the node's shape gives (a node identified by instance must have no `node` label).
+pub fn value_for(rows: &[Sample], node: &crate::exporter::FakeNode) -> Result<f64> {
+    let matching: Vec<&Sample> = rows
+        .iter()
+        .filter(|(labels, _)| {
+            labels.get("instance").map(String::as_str) == Some(node.instance().as_str())
+                && labels.get("node").map(String::as_str) == node.node_label()
+        })
+        .collect();
+    match matching.as_slice() {
+        [(_, v)] => Ok(*v),
+        [] => bail!("no series for {} in {rows:?}", node.selector()),
+        _ => bail!("several series for {} in {rows:?}", node.selector()),
+    }
+}
+
 /// Absolute path of a file of the repository, from its path relative to the repository root.
 pub fn repo_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").join(relative)

@@ -7,18 +7,14 @@
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use waterline_tests::exporter::{FakeExporter, FakeNode, NodeLoad, openmetrics_history};
 use waterline_tests::prometheus::{
-    PROMTOOL_BIN, Prometheus, PrometheusConfig, Sample, repo_path, wait_until,
+    PROMTOOL_BIN, Prometheus, PrometheusConfig, repo_path, value_for, wait_until,
 };
 
-const CPU_5M: &str = "waterline:node_cpu_usage:avg5m";
-const MEM_5M: &str = "waterline:node_memory_usage:avg5m";
-const CPU_1H: &str = "waterline:node_cpu_usage:max_avg1h";
-const CPU_1D: &str = "waterline:node_cpu_usage:max_avg1d";
-const MEM_1H: &str = "waterline:node_memory_usage:max_avg1h";
-const MEM_1D: &str = "waterline:node_memory_usage:max_avg1d";
+use waterline_tests::prometheus::records::{CPU_1D, CPU_1H, CPU_5M, MEM_1D, MEM_1H, MEM_5M};
+
 /// Percentage points.
 const TOL: f64 = 2.0;
 
@@ -127,21 +123,6 @@ fn recorded_history(
     }
     text.push_str("# EOF\n");
     Ok(text)
-}
-
-fn value_for(rows: &[Sample], node: &FakeNode) -> Result<f64> {
-    let hits: Vec<f64> = rows
-        .iter()
-        .filter(|(l, _)| {
-            l.get("instance").map(String::as_str) == Some(node.instance().as_str())
-                && l.get("node").map(String::as_str) == node.node_label()
-        })
-        .map(|(_, v)| *v)
-        .collect();
-    match hits.as_slice() {
-        [v] => Ok(*v),
-        _ => bail!("{} series for {} in {rows:?}", hits.len(), node.selector()),
-    }
 }
 
 async fn check(prom: &Prometheus, node: &FakeNode, want: &[(&str, f64)]) -> Result<()> {
