@@ -261,7 +261,7 @@ pub struct RecordingRulesArgs {
     /// Spacing of the backfilled node-exporter samples. The default 300 s puts two samples in
     /// every 5-minute window (Prometheus 2.x windows include both ends), the fewest that
     /// `rate()` needs; live scrapes are denser, so the figure is a lower bound for the
-    /// sample-decoding part (BENCHMARKS.md says by how much).
+    /// sample-decoding part (BENCHMARKS.md, "Recording rules at scale").
     #[arg(long, value_parser = parse_std_duration, default_value = "300s")]
     pub history_step: Duration,
 
