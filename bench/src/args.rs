@@ -74,6 +74,17 @@ pub enum Command {
     /// the same rate, so the ledger is steady; the built-in policy's windows (absorbWindow
     /// 40 s, reserveTtl 120 s) make every entry stop counting and retire within the run.
     Soak(SoakArgs),
+    /// What the recording rules cost a real Prometheus: for each --nodes size, a fake
+    /// node-exporter with --cpus CPUs per node (the eight CPU modes of a real one, memory,
+    /// disk and network series) scraped every --scrape-interval, a day of backfilled history
+    /// (promtool), then each --rules file in turn; prints every rule group evaluation as it
+    /// happens (prometheus_rule_group_last_duration_seconds, Prometheus's RSS and heap),
+    /// the medians, each rule's samples loaded (peakSamples vs --query-max-samples), and a
+    /// line fitted through the sizes, extrapolated to 5,000 nodes. Example (BENCHMARKS.md,
+    /// "Recording rules at scale"):
+    ///
+    ///   waterline-bench recording-rules --nodes 500,1000,2000 --cpus 32 --rules deploy/prometheus/rules.yml --rules deploy/prometheus/rules-at-scale.yml
+    RecordingRules(RecordingRulesArgs),
 }
 
 /// How much load, and when to stop.
@@ -306,4 +317,89 @@ pub struct SoakArgs {
 
     #[command(flatten)]
     pub spawn: SpawnArgs,
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct RecordingRulesArgs {
+    /// Fake node counts, one fresh Prometheus (and history) each, in this order.
+    #[arg(long, value_delimiter = ',', default_value = "500,1000,2000")]
+    pub nodes: Vec<usize>,
+
+    /// CPUs per node (each has 8 `node_cpu_seconds_total` series: idle, iowait, irq, nice,
+    /// softirq, steal, system, user).
+    #[arg(long, default_value_t = 32)]
+    pub cpus: u32,
+
+    /// Rule files measured in turn on each Prometheus (repeatable; switched with
+    /// `/-/reload`). Default: deploy/prometheus/rules.yml.
+    #[arg(long = "rules", value_name = "FILE")]
+    pub rules: Vec<PathBuf>,
+
+    /// How much history to backfill before the first evaluation (the 1 d group needs a day
+    /// to do its full work).
+    #[arg(long, value_parser = parse_std_duration, default_value = "24h")]
+    pub history: Duration,
+
+    /// Spacing of the backfilled node-exporter samples. The default 300 s puts two samples in
+    /// every 5-minute window (Prometheus 2.x windows include both ends), the fewest that
+    /// `rate()` needs; live scrapes are denser, so the figure is a lower bound for the
+    /// sample-decoding part (BENCHMARKS.md, "Recording rules at scale").
+    #[arg(long, value_parser = parse_std_duration, default_value = "300s")]
+    pub history_step: Duration,
+
+    /// Length of each OpenMetrics file given to promtool (also its --max-block-duration): one
+    /// block per window.
+    #[arg(long, value_parser = parse_std_duration, default_value = "3h")]
+    pub backfill_chunk: Duration,
+
+    /// Scrape interval of the fake node-exporter targets (and the global evaluation interval).
+    #[arg(long, value_parser = parse_std_duration, default_value = "30s")]
+    pub scrape_interval: Duration,
+
+    /// Rule groups with a longer interval are evaluated this often instead (the 1 d group's
+    /// 5 min would make --evaluations take a quarter of an hour per size). `0s`: keep the
+    /// files' intervals.
+    #[arg(long, value_parser = parse_std_duration, default_value = "2m")]
+    pub max_rule_interval: Duration,
+
+    /// Evaluations of every group to take the median of, after the warm-up ones.
+    #[arg(long, default_value_t = 3)]
+    pub evaluations: usize,
+
+    /// Evaluations of each group not counted (the first reads blocks from disk).
+    #[arg(long, default_value_t = 1)]
+    pub warmup_evaluations: usize,
+
+    /// Give up waiting for evaluations after this long per rule file (what was evaluated is
+    /// reported).
+    #[arg(long, value_parser = parse_std_duration, default_value = "20m")]
+    pub max_wait: Duration,
+
+    /// Prometheus's --query.max-samples (its default is 50,000,000: a rule whose query loads
+    /// more fails). Raise it to measure the cost of rules that would fail.
+    #[arg(long, default_value_t = 50_000_000)]
+    pub query_max_samples: u64,
+
+    /// Load no rule file: run each rule's expression alone through the query API
+    /// (--evaluations times) and report Prometheus's CPU seconds per evaluation (its
+    /// scrape-only rate reported beside them), the evaluation time, the samples loaded and the peak RSS / heap
+    /// while it runs. On a shared machine the CPU seconds are the figure to trust.
+    #[arg(long)]
+    pub isolated: bool,
+
+    /// Stop (and kill Prometheus) when its RSS passes this many MiB.
+    #[arg(long, default_value_t = 12_288)]
+    pub max_rss_mib: u64,
+
+    /// Stop when the machine's MemAvailable falls below this many MiB (the machine is shared,
+    /// and has no swap).
+    #[arg(long, default_value_t = 3_072)]
+    pub min_free_mib: u64,
+}
+
+impl RecordingRulesArgs {
+    /// --max-rule-interval, `None` for `0s`.
+    pub fn interval_cap(&self) -> Option<Duration> {
+        (!self.max_rule_interval.is_zero()).then_some(self.max_rule_interval)
+    }
 }

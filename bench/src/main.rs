@@ -6,6 +6,7 @@ mod args;
 mod load;
 mod procs;
 mod prometheus;
+mod recording_rules;
 mod report;
 mod run;
 mod soak;

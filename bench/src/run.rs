@@ -29,6 +29,7 @@ pub async fn run(args: Args) -> Result<()> {
             ("prometheus-refresh", crate::prometheus::refresh(p).await?)
         }
         Command::Soak(s) => ("soak", crate::soak::soak(s).await?),
+        Command::RecordingRules(r) => ("recording-rules", crate::recording_rules::run(r).await?),
     };
     result["kind"] = json!(kind);
     result["label"] = json!(args.label);

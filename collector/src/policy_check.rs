@@ -59,10 +59,20 @@ pub struct CheckArgs {
     pub require_series: bool,
 }
 
+/// A Prometheus rule file (`groups:`) or a PrometheusRule object (`spec.groups`); also read by
+/// `waterline-bench recording-rules --isolated`.
 #[derive(Deserialize)]
-struct RuleFile {
+pub struct RuleFile {
     groups: Option<Vec<RuleGroup>>,
     spec: Option<RuleSpec>,
+}
+
+impl RuleFile {
+    /// The groups of either shape.
+    pub fn parse(text: &str) -> Result<Vec<RuleGroup>, serde_yaml::Error> {
+        let file: RuleFile = serde_yaml::from_str(text)?;
+        Ok(file.groups.or(file.spec.map(|s| s.groups)).unwrap_or_default())
+    }
 }
 
 #[derive(Deserialize)]
@@ -71,16 +81,17 @@ struct RuleSpec {
 }
 
 #[derive(Deserialize)]
-struct RuleGroup {
-    name: String,
-    rules: Vec<Rule>,
+pub struct RuleGroup {
+    pub name: String,
+    pub interval: Option<String>,
+    pub rules: Vec<Rule>,
 }
 
 #[derive(Deserialize)]
-struct Rule {
-    record: Option<String>,
-    alert: Option<String>,
-    expr: String,
+pub struct Rule {
+    pub record: Option<String>,
+    pub alert: Option<String>,
+    pub expr: String,
 }
 
 /// The line (1-based) of the first line of `text` from `from` on that contains `needle`.
@@ -98,15 +109,14 @@ fn check_rules(path: &Path, out: &mut String, failed: &mut bool) -> Vec<String> 
             return Vec::new();
         }
     };
-    let file: RuleFile = match serde_yaml::from_str(&text) {
-        Ok(file) => file,
+    let groups = match RuleFile::parse(&text) {
+        Ok(groups) => groups,
         Err(e) => {
             *failed = true;
             out.push_str(&format!("rules {}: {e}\n", path.display()));
             return Vec::new();
         }
     };
-    let groups = file.groups.or(file.spec.map(|s| s.groups)).unwrap_or_default();
     let (mut records, mut alerts, mut bad) = (Vec::new(), 0, 0);
     let mut from = 0;
     for group in &groups {

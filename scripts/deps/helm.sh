@@ -51,7 +51,7 @@ K8S_VERSION="${K8S_VERSION:-1.33.0}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-for f in prometheus/rules.yml prometheus/alerts.yaml grafana/waterline.json; do
+for f in prometheus/rules.yml prometheus/rules-at-scale.yml prometheus/alerts.yaml grafana/waterline.json; do
     if ! cmp -s "deploy/$f" "$chart/files/${f#*/}"; then
         echo "helm: $chart/files/${f#*/} differs from deploy/$f (copy it: cp deploy/$f $chart/files/)" >&2
         exit 1
@@ -65,6 +65,7 @@ everything=(--set tls.enabled=true --set serviceMonitor.enabled=true --set prome
     --set 'scorer.tolerations[0].operator=Exists')
 # name: extra helm flags
 renders=("default" "plugin --set scheduler.mode=plugin" "rules --set prometheusRule.enabled=true"
+    "rules-at-scale --set prometheusRule.enabled=true --set prometheusRule.recordingRulesVariant=recorded"
     "plugin-rules --set scheduler.mode=plugin --set prometheusRule.enabled=true"
     "everything ${everything[*]}" "plugin-everything --set scheduler.mode=plugin ${everything[*]}")
 for r in "${renders[@]}"; do

@@ -84,6 +84,45 @@ pub struct FakeNode {
     /// Bytes per second received and transmitted on the physical `eth0`.
     pub network_rx_bytes_per_second: f64,
     pub network_tx_bytes_per_second: f64,
+    /// Which `mode` values `node_cpu_seconds_total` carries for each CPU.
+    pub cpu_modes: CpuModes,
+}
+
+/// The `mode` label values of a fake node's `node_cpu_seconds_total`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CpuModes {
+    /// `idle`, `system`, `user`: enough for the rules' ratio, three series per CPU.
+    #[default]
+    Simple,
+    /// The eight of a real Linux node-exporter (`idle`, `iowait`, `irq`, `nice`, `softirq`,
+    /// `steal`, `system`, `user`): eight series per CPU, for measuring rules at real series
+    /// counts (`waterline-bench recording-rules`).
+    NodeExporter,
+}
+
+/// How the busy seconds of a CPU split over the non-idle modes of [`CpuModes::NodeExporter`]
+/// (sums to 1; `user` and `system` take most, as on a typical worker node).
+const NODE_EXPORTER_BUSY_SPLIT: [(&str, f64); 7] = [
+    ("iowait", 0.05),
+    ("irq", 0.02),
+    ("nice", 0.05),
+    ("softirq", 0.05),
+    ("steal", 0.03),
+    ("system", 0.20),
+    ("user", 0.60),
+];
+
+impl CpuModes {
+    /// Each mode's counter, in seconds, for a CPU that has been `busy` and `idle` seconds so
+    /// far (the non-idle modes share `busy`).
+    pub fn split(self, busy: f64, idle: f64) -> Vec<(&'static str, f64)> {
+        match self {
+            CpuModes::Simple => cpu_modes(busy, idle).to_vec(),
+            CpuModes::NodeExporter => std::iter::once(("idle", idle))
+                .chain(NODE_EXPORTER_BUSY_SPLIT.iter().map(|&(mode, share)| (mode, busy * share)))
+                .collect(),
+        }
+    }
 }
 
 /// Size of every fake filesystem: 100 GiB.
@@ -106,7 +145,14 @@ impl FakeNode {
             disk_io_busy: 0.0,
             network_rx_bytes_per_second: 0.0,
             network_tx_bytes_per_second: 0.0,
+            cpu_modes: CpuModes::Simple,
         }
+    }
+
+    /// Same node with the eight CPU modes of a real node-exporter ([`CpuModes::NodeExporter`]).
+    pub fn with_cpu_modes(mut self, modes: CpuModes) -> FakeNode {
+        self.cpu_modes = modes;
+        self
     }
 
     pub fn with_disk_used(mut self, fraction: f64) -> FakeNode {
@@ -448,7 +494,7 @@ fn render_nodes<'a>(states: impl Iterator<Item = &'a NodeState> + Clone) -> Stri
     out.push_str("# TYPE node_cpu_seconds_total counter\n");
     for s in states.clone() {
         let extra = extra_labels(&s.spec);
-        for (mode, value) in cpu_modes(s.busy_seconds, s.idle_seconds) {
+        for (mode, value) in s.spec.cpu_modes.split(s.busy_seconds, s.idle_seconds) {
             for cpu in 0..s.spec.cores {
                 let _ = writeln!(
                     out,
@@ -633,9 +679,9 @@ pub fn openmetrics_history(
     for (node, node_rows) in nodes.iter().zip(&rows) {
         let l = labels(node);
         for cpu in 0..node.cores {
-            for mode_index in 0..3 {
+            for mode_index in 0..node.cpu_modes.split(0.0, 0.0).len() {
                 for r in node_rows {
-                    let (mode, value) = cpu_modes(r.busy, r.idle)[mode_index];
+                    let (mode, value) = node.cpu_modes.split(r.busy, r.idle)[mode_index];
                     let _ = writeln!(
                         out,
                         "node_cpu_seconds_total{{cpu=\"{cpu}\",mode=\"{mode}\",{l}}} {value} {}",
@@ -793,6 +839,18 @@ mod tests {
         assert!(yaml.contains("__metrics_path__: /nodes/b/metrics"));
         assert!(yaml.contains("instance: '10.0.0.2:9100'"));
         assert!(yaml.contains("instance: 'a:9100'"));
+    }
+
+    #[test]
+    fn node_exporter_modes_split_the_busy_seconds() {
+        let modes = CpuModes::NodeExporter.split(10.0, 30.0);
+        let names: Vec<&str> = modes.iter().map(|m| m.0).collect();
+        assert_eq!(names, ["idle", "iowait", "irq", "nice", "softirq", "steal", "system", "user"]);
+        assert_eq!(modes[0].1, 30.0);
+        // 10 busy seconds: 0.5 + 0.2 + 0.5 + 0.5 + 0.3 + 2 + 6.
+        let busy: f64 = modes[1..].iter().map(|m| m.1).sum();
+        assert!((busy - 10.0).abs() < 1e-9, "{busy}");
+        assert_eq!(CpuModes::Simple.split(10.0, 30.0), cpu_modes(10.0, 30.0).to_vec());
     }
 
     #[test]

@@ -385,9 +385,24 @@ pub async fn backfill(data_dir: &Path, openmetrics: &str) -> Result<()> {
     }
     let input = tempfile::Builder::new().prefix("waterline-backfill-").suffix(".om").tempfile()?;
     fs::write(input.path(), openmetrics)?;
-    let out = tokio::process::Command::new(PROMTOOL_BIN)
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(input.path())
+    backfill_file(data_dir, input.path(), None).await
+}
+
+/// [`backfill`] from an OpenMetrics file (for inputs too large to hold in memory), with
+/// promtool's `--max-block-duration` when given (its default is 2 h; promtool reads the whole
+/// input once per block window, so one file per window of that length is the fast way).
+pub async fn backfill_file(
+    data_dir: &Path,
+    input: &Path,
+    max_block_duration: Option<Duration>,
+) -> Result<()> {
+    let mut command = tokio::process::Command::new(PROMTOOL_BIN);
+    command.args(["tsdb", "create-blocks-from", "openmetrics"]);
+    if let Some(d) = max_block_duration {
+        command.arg(format!("--max-block-duration={}", prom_duration(d)));
+    }
+    let out = command
+        .arg(input)
         .arg(data_dir)
         .stdin(Stdio::null())
         .output()
@@ -420,6 +435,34 @@ where
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
+    }
+}
+
+/// The six records of `deploy/prometheus/rules.yml` (and `rules-at-scale.yml`).
+pub mod records {
+    pub const CPU_5M: &str = "waterline:node_cpu_usage:avg5m";
+    pub const CPU_1H: &str = "waterline:node_cpu_usage:max_avg1h";
+    pub const CPU_1D: &str = "waterline:node_cpu_usage:max_avg1d";
+    pub const MEM_5M: &str = "waterline:node_memory_usage:avg5m";
+    pub const MEM_1H: &str = "waterline:node_memory_usage:max_avg1h";
+    pub const MEM_1D: &str = "waterline:node_memory_usage:max_avg1d";
+    pub const ALL: [&str; 6] = [CPU_5M, CPU_1H, CPU_1D, MEM_5M, MEM_1H, MEM_1D];
+}
+
+/// The value of `node`'s series among `rows`: matched on the exact `instance` and `node`
+/// labels the node's shape gives (a node identified by instance must have no `node` label).
+pub fn value_for(rows: &[Sample], node: &crate::exporter::FakeNode) -> Result<f64> {
+    let matching: Vec<&Sample> = rows
+        .iter()
+        .filter(|(labels, _)| {
+            labels.get("instance").map(String::as_str) == Some(node.instance().as_str())
+                && labels.get("node").map(String::as_str) == node.node_label()
+        })
+        .collect();
+    match matching.as_slice() {
+        [(_, v)] => Ok(*v),
+        [] => bail!("no series for {} in {rows:?}", node.selector()),
+        _ => bail!("several series for {} in {rows:?}", node.selector()),
     }
 }
 

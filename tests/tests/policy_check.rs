@@ -11,8 +11,9 @@ use waterline_tests::exporter::FakeNode;
 use waterline_tests::procs::{bin, write_file};
 use waterline_tests::prometheus::{exporter_with_shipped_rules, repo_path, wait_until};
 
-const RULE_FILES: [&str; 4] = [
+const RULE_FILES: [&str; 5] = [
     "deploy/prometheus/rules.yml",
+    "deploy/prometheus/rules-at-scale.yml",
     "deploy/prometheus/prometheus-rule.yaml",
     "deploy/prometheus/alerts.yaml",
     "deploy/prometheus/alerts-rule.yaml",

@@ -5,42 +5,19 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use waterline_tests::exporter::{FakeExporter, FakeNode, NodeLoad, openmetrics_history, wall_now};
 use waterline_tests::prometheus::{
-    PROMTOOL_BIN, Prometheus, PrometheusConfig, Sample, repo_path, wait_until,
+    PROMTOOL_BIN, Prometheus, PrometheusConfig, repo_path, value_for, wait_until,
 };
 
-const CPU_5M: &str = "waterline:node_cpu_usage:avg5m";
-const CPU_1H: &str = "waterline:node_cpu_usage:max_avg1h";
-const CPU_1D: &str = "waterline:node_cpu_usage:max_avg1d";
-const MEM_5M: &str = "waterline:node_memory_usage:avg5m";
-const MEM_1H: &str = "waterline:node_memory_usage:max_avg1h";
-const MEM_1D: &str = "waterline:node_memory_usage:max_avg1d";
-const ALL: [&str; 6] = [CPU_5M, CPU_1H, CPU_1D, MEM_5M, MEM_1H, MEM_1D];
+use waterline_tests::prometheus::records::{ALL, CPU_1D, CPU_1H, CPU_5M, MEM_1D, MEM_1H, MEM_5M};
 
 /// Tolerance in percentage points.
 const TOL: f64 = 2.0;
 
 fn rules_yml() -> std::path::PathBuf {
     repo_path("deploy/prometheus/rules.yml")
-}
-
-/// The value of the series of `node` among `rows`: matched on the exact `instance` and `node`
-/// labels the node's shape gives (a node identified by instance must have no `node` label).
-fn value_for(rows: &[Sample], node: &FakeNode) -> Result<f64> {
-    let matching: Vec<&Sample> = rows
-        .iter()
-        .filter(|(labels, _)| {
-            labels.get("instance").map(String::as_str) == Some(node.instance().as_str())
-                && labels.get("node").map(String::as_str) == node.node_label()
-        })
-        .collect();
-    match matching.as_slice() {
-        [(_, v)] => Ok(*v),
-        [] => bail!("no series for {} in {rows:?}", node.selector()),
-        _ => bail!("several series for {} in {rows:?}", node.selector()),
-    }
 }
 
 async fn value(prom: &Prometheus, metric: &str, node: &FakeNode) -> Result<f64> {
