@@ -70,12 +70,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use waterline_api::v1 as pb;
 use waterline_tests::bad_http::BadHttp;
 use waterline_tests::exporter::{FakeExporter, FakeNode, NodeLoad, openmetrics_history, wall_now};
 use waterline_tests::procs::{Service, write_file};
-use waterline_tests::prometheus::{Sample, repo_path, wait_until};
+use waterline_tests::prometheus::{repo_path, value_for, wait_until};
 use waterline_tests::victoria::{VictoriaConfig, VictoriaMetrics};
 
 const CPU_5M: &str = "waterline:node_cpu_usage:avg5m";
@@ -178,22 +178,6 @@ async fn metric(c: &Service, name: &str, metric: &str) -> Result<f64> {
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
-/// The value of `node`'s series among `rows`, matched on its exact `instance` and `node`.
-fn value_for(rows: &[Sample], node: &FakeNode) -> Result<f64> {
-    let matching: Vec<&Sample> = rows
-        .iter()
-        .filter(|(labels, _)| {
-            labels.get("instance").map(String::as_str) == Some(node.instance().as_str())
-                && labels.get("node").map(String::as_str) == node.node_label()
-        })
-        .collect();
-    match matching.as_slice() {
-        [(_, v)] => Ok(*v),
-        [] => bail!("no series for {} in {rows:?}", node.selector()),
-        _ => bail!("several series for {} in {rows:?}", node.selector()),
-    }
 }
 
 async fn value(vm: &VictoriaMetrics, query: &str, node: &FakeNode) -> Result<f64> {
