@@ -210,10 +210,28 @@ fn set_nth(value: &mut Value, k: usize, replacement: Value) {
 fn huge_string(value: &mut Value, rng: &mut TestRng) {
     let big = "x".repeat(10_000_000);
     match rng.random_range(0..3) {
-        0 => value["Pod"]["metadata"]["name"] = json!(big),
-        1 => value["NodeNames"] = json!([big]),
-        _ => value["Pod"]["metadata"]["labels"] = json!({"big": big}),
+        0 => set_at(value, &["Pod", "metadata", "name"], json!(big)),
+        1 => set_at(value, &["NodeNames"], json!([big])),
+        _ => set_at(value, &["Pod", "metadata", "labels"], json!({"big": big})),
     }
+}
+
+/// Sets `path` in `value`, turning whatever stands in its way into an object: an earlier
+/// mutation may have made the body, or a part of the path, an array or a number, where
+/// `value["Pod"] = …` would panic.
+fn set_at(value: &mut Value, path: &[&str], new: Value) {
+    let Some((last, parents)) = path.split_last() else { return };
+    let mut at = value;
+    for key in parents {
+        if !at.is_object() {
+            *at = json!({});
+        }
+        at = at.as_object_mut().expect("made an object above").entry(*key).or_insert(json!({}));
+    }
+    if !at.is_object() {
+        *at = json!({});
+    }
+    at.as_object_mut().expect("made an object above").insert((*last).to_owned(), new);
 }
 
 /// Byte-level damage to a serialised body.
