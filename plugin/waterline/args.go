@@ -30,6 +30,14 @@ type Args struct {
 	FailOpen *bool `json:"failOpen,omitempty"`
 	// TLS to the scorer; plaintext when absent.
 	TLS *TLSArgs `json:"tls,omitempty"`
+	// Session (default true): ask the scorer over one Session stream, one Evaluate waited for
+	// per cycle and Reserve/Unreserve written without waiting. false: use only the unary RPCs,
+	// as a scorer older than Session is asked: Filter (all_nodes) at PreFilter, Score at
+	// PreScore, Reserve and Unreserve, each waited for (three round trips per pod instead of
+	// one). For a network path between the scheduler and the scorer that does not carry
+	// long-lived bidirectional streams well (a proxy or load balancer that buffers, times out
+	// or cuts them), and for measuring the pre-Session path against the stream.
+	Session *bool `json:"session,omitempty"`
 }
 
 // TLSArgs configures the client side of a TLS connection to the scorer.
@@ -51,6 +59,7 @@ type config struct {
 	endpoint string
 	timeout  time.Duration
 	failOpen bool
+	session  bool
 	tls      *TLSArgs
 }
 
@@ -64,6 +73,7 @@ func decodeArgs(obj runtime.Object) (config, error) {
 		endpoint: args.Endpoint,
 		timeout:  DefaultTimeout,
 		failOpen: true,
+		session:  true,
 		tls:      args.TLS,
 	}
 	if args.Timeout != nil {
@@ -71,6 +81,9 @@ func decodeArgs(obj runtime.Object) (config, error) {
 	}
 	if args.FailOpen != nil {
 		cfg.failOpen = *args.FailOpen
+	}
+	if args.Session != nil {
+		cfg.session = *args.Session
 	}
 	return cfg, cfg.validate()
 }

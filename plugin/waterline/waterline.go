@@ -17,7 +17,8 @@
 //
 // A scorer that answers Session with UNIMPLEMENTED (older than the Session contract) is
 // asked with the unary RPCs instead: Filter (all_nodes) at PreFilter, Score at PreScore,
-// Reserve and Unreserve, each waited for.
+// Reserve and Unreserve, each waited for. The arg `session: false` makes the plugin use
+// that path always, without opening a stream (args.go).
 package waterline
 
 import (
@@ -68,7 +69,8 @@ type Waterline struct {
 	// every pod fails, and hundreds of identical lines a second would drown the
 	// scheduler's own logs. The counters still count every failure.
 	failureLog *rate.Sometimes
-	// session is the one Session stream, opened on first use.
+	// session is the one Session stream, opened on first use; nil with `session: false`
+	// (the unary RPCs only).
 	session *session
 	// roundTrips counts the calls the scheduler waited on the scorer for: an Evaluate on
 	// the stream, or a unary RPC. Reserves written to the stream do not count.
@@ -107,14 +109,16 @@ func newPlugin(ctx context.Context, obj runtime.Object, dialOpts ...grpc.DialOpt
 	}()
 	registerMetrics()
 	klog.FromContext(ctx).Info("Waterline plugin connecting to scorer",
-		"endpoint", cfg.endpoint, "timeout", cfg.timeout, "failOpen", cfg.failOpen, "tls", cfg.tls != nil)
+		"endpoint", cfg.endpoint, "timeout", cfg.timeout, "failOpen", cfg.failOpen, "session", cfg.session, "tls", cfg.tls != nil)
 	pl := &Waterline{
 		client:     waterlinev1.NewScorerServiceClient(conn),
 		timeout:    cfg.timeout,
 		failOpen:   cfg.failOpen,
 		failureLog: &rate.Sometimes{Interval: 10 * time.Second},
 	}
-	pl.session = newSession(ctx, pl.client, &pl.roundTrips, pl.replayUnary)
+	if cfg.session {
+		pl.session = newSession(ctx, pl.client, &pl.roundTrips, pl.replayUnary)
+	}
 	return pl, nil
 }
 
@@ -194,6 +198,9 @@ func (s *podInfoState) Clone() fwk.StateData { return s }
 // cycle to the feasible nodes and keeps the scores in CycleState for Score. A node the
 // scorer does not know is never rejected and scores the answer's unknown_node_score.
 func (pl *Waterline) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if pl.session == nil {
+		return pl.preFilterUnary(ctx, state, pod, nodes)
+	}
 	rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
 	defer cancel()
 	start := time.Now()
@@ -222,7 +229,7 @@ func (pl *Waterline) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	return pl.narrow(ctx, state, pod, nodes, ev.rejected)
 }
 
-// preFilterUnary is PreFilter against a scorer without Session: one Filter RPC with
+// preFilterUnary is PreFilter against a scorer without Session (or with `session: false`): one Filter RPC with
 // all_nodes (the scorer judges every node it knows and answers with the rejected ones only);
 // PreScore then asks for the scores.
 func (pl *Waterline) preFilterUnary(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
@@ -400,7 +407,7 @@ func (pl *Waterline) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.P
 // it is kept until acknowledged (replayed on a reopened stream), so it never fails the cycle.
 func (pl *Waterline) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	info := pl.podInfo(state, pod)
-	if pl.session.reserve(info, nodeName) {
+	if pl.session != nil && pl.session.reserve(info, nodeName) {
 		return nil
 	}
 	rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
@@ -424,7 +431,7 @@ func (pl *Waterline) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.
 // Unreserve withdraws the placement after a later phase (Permit, PreBind, Bind) failed.
 func (pl *Waterline) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
 	info := pl.podInfo(state, pod)
-	if pl.session.unreserve(info, nodeName) {
+	if pl.session != nil && pl.session.unreserve(info, nodeName) {
 		return
 	}
 	pl.unaryUnreserve(ctx, info, nodeName)

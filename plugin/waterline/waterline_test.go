@@ -488,6 +488,66 @@ func TestUnimplementedSessionFallsBackToUnaryRPCs(t *testing.T) {
 	}
 }
 
+// With `session: false` the plugin never opens a Session stream, even to a scorer that
+// serves one: one cycle (PreFilter, Filter, PreScore, Score, Reserve) makes exactly one unary
+// Filter (all_nodes), one Score and one Reserve RPC, each waited for (three round trips),
+// and an Unreserve is the unary RPC too.
+func TestSessionFalseUsesOnlyTheUnaryRPCs(t *testing.T) {
+	fake := &fakeScorer{
+		nodes: nodeNamesUpTo(10),
+		reject: func(n string) string {
+			if n == nodeName(1) {
+				return "cpu_usage_avg_5m predicted 81% > 65%"
+			}
+			return ""
+		},
+		score: scoreOf,
+	}
+	args := fakeArgs()
+	args["session"] = false
+	var pl *Waterline
+	tfw := newTestFramework(t, capturingFactory(serve(t, fake), &pl), args, 10)
+
+	pod := testPod()
+	res := tfw.runCycle(t, pod)
+	if res.preFilter != nil || len(res.feasible) != 9 || slices.Contains(res.feasible, nodeName(1)) {
+		t.Fatalf("PreFilter %v, feasible %v; want the 9 nodes the Filter RPC left", res.preFilter, res.feasible)
+	}
+	if res.node != nodeName(7) {
+		t.Fatalf("pod on %s, want %s", res.node, nodeName(7))
+	}
+	for n, s := range res.scores {
+		if s != scoreOf(n)*testWeight {
+			t.Errorf("score of %s = %d, want %d", n, s, scoreOf(n)*testWeight)
+		}
+	}
+	if filters, scores, reserves, unreserves := fake.calls(); filters != 1 || scores != 1 || reserves != 1 || unreserves != 0 {
+		t.Fatalf("Filter/Score/Reserve/Unreserve RPCs = %d/%d/%d/%d, want 1/1/1/0", filters, scores, reserves, unreserves)
+	}
+	fake.mu.Lock()
+	filter, score := fake.filters[0], fake.scores[0]
+	fake.mu.Unlock()
+	if !filter.GetAllNodes() || len(filter.GetNodeNames()) != 0 {
+		t.Errorf("Filter RPC all_nodes %v with %d names, want all_nodes and no names", filter.GetAllNodes(), len(filter.GetNodeNames()))
+	}
+	if got := score.GetNodeNames(); len(got) != 9 || slices.Contains(got, nodeName(1)) {
+		t.Errorf("Score RPC names %v, want the 9 feasible nodes", got)
+	}
+	if got := pl.roundTrips.Load(); got != 3 {
+		t.Errorf("calls waited on = %d, want 3 (Filter, Score, Reserve)", got)
+	}
+	tfw.fw.RunReservePluginsUnreserve(context.Background(), res.state, pod, res.node)
+	if _, _, _, unreserves := fake.calls(); unreserves != 1 {
+		t.Fatalf("Unreserve RPCs = %d, want 1", unreserves)
+	}
+	fake.mu.Lock()
+	sessions, handled := fake.sessions, len(fake.handled)
+	fake.mu.Unlock()
+	if sessions != 0 || handled != 0 {
+		t.Errorf("Session streams opened %d, messages on them %d; want none", sessions, handled)
+	}
+}
+
 // Filter reports the RPC's reason for a rejected node as Unschedulable. The scheduler runs
 // Filter on such a node when it is the pod's nominated node (and in preemption dry runs).
 func TestFilterReportsRejectionReason(t *testing.T) {
@@ -772,6 +832,7 @@ func TestNewRejectsBadArgs(t *testing.T) {
 		"cert without key":  {"endpoint": "127.0.0.1:1", "tls": map[string]any{"certFile": "/x.crt"}},
 		"missing CA file":   {"endpoint": "127.0.0.1:1", "tls": map[string]any{"caFile": "/does/not/exist"}},
 		"timeout not a dur": {"endpoint": "127.0.0.1:1", "timeout": 5},
+		"session not bool":  {"endpoint": "127.0.0.1:1", "session": "no"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := New(context.Background(), rawArgs(t, args), nil); err == nil {
