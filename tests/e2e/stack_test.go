@@ -401,6 +401,8 @@ type pluginSpec struct {
 	Timeout  string // per RPC; "" = 1s
 	FailOpen bool
 	Weight   int // score weight; 0 = 5, as plugin/config/scheduler-config.yaml
+	// Unary: `session: false`, the unary RPCs only (Filter, Score, Reserve each waited for).
+	Unary bool
 }
 
 func (s schedSpec) YAML() string {
@@ -437,8 +439,8 @@ func (s schedSpec) YAML() string {
 		if timeout == "" {
 			timeout = "1s"
 		}
-		fmt.Fprintf(&b, "    pluginConfig:\n      - name: %s\n        args: {endpoint: %q, timeout: %s, failOpen: %t}\n",
-			waterline.Name, s.Plugin.Endpoint, timeout, s.Plugin.FailOpen)
+		fmt.Fprintf(&b, "    pluginConfig:\n      - name: %s\n        args: {endpoint: %q, timeout: %s, failOpen: %t, session: %t}\n",
+			waterline.Name, s.Plugin.Endpoint, timeout, s.Plugin.FailOpen, !s.Plugin.Unary)
 	case s.DisableScoring:
 		// NodeResourcesFit (LeastAllocated), BalancedAllocation, ImageLocality,
 		// TaintToleration, NodeAffinity, PodTopologySpread, InterPodAffinity
@@ -620,17 +622,8 @@ func newStack(ctx context.Context, t *testing.T, o stackOptions) *stack {
 	t.Cleanup(func() { sconn.Close() })
 	s.scorerClient = wlv1.NewScorerServiceClient(sconn)
 
-	s.extenderHTTP, s.extenderAdmin = freeAddr(t), freeAddr(t)
-	eargs := []string{"--http-addr", s.extenderHTTP, "--admin-addr", s.extenderAdmin,
-		"--scorer-url", "http://" + s.scorerGRPC, "--prefix", "/waterline/v1",
-		"--scheduler-names", schedulerName, "--policy", s.policyPath,
-		// Just under kube-scheduler's httpTimeout (1s): the default 200 ms suits a quiet
-		// cluster, but on a loaded test machine a slow call would turn into a neutral answer
-		// and a wrong placement, which is not what these scenarios test.
-		"--scorer-timeout", "900ms"}
-	eargs = append(eargs, o.ExtenderArgs...)
-	s.extender = startProc(t, "extender", needBinary(t, "waterline-extender"), eargs...)
-	waitReady(ctx, t, s.extender, s.extenderAdmin, 60*time.Second)
+	ext := s.startExtender("extender", o.ExtenderArgs...)
+	s.extender, s.extenderHTTP, s.extenderAdmin = ext.proc, ext.http, ext.admin
 	t.Logf("stack: prometheus %s, collector %s, scorer %s, extender %s (%v since start)",
 		s.promURL, s.collectorGRPC, s.scorerGRPC, s.extenderHTTP, time.Since(t0).Round(time.Millisecond))
 
@@ -652,6 +645,35 @@ func newStack(ctx context.Context, t *testing.T, o stackOptions) *stack {
 }
 
 func (s *stack) extenderURL() string { return "http://" + s.extenderHTTP + "/waterline/v1" }
+
+// extenderProc is one waterline-extender process of the stack.
+type extenderProc struct {
+	proc        *proc
+	http, admin string
+}
+
+// url is the extender's URL prefix for the scheduler config.
+func (e extenderProc) url() string { return "http://" + e.http + "/waterline/v1" }
+
+// startExtender starts a waterline-extender (named name in the logs) against the stack's
+// scorer and policy, with extra flags after the stack's own (none of which they may repeat:
+// clap refuses a flag given twice), and waits until it is ready. newStack starts the stack's extender with it;
+// a test may start another beside it (TestThroughput's old-path extender).
+func (s *stack) startExtender(name string, extra ...string) extenderProc {
+	s.t.Helper()
+	e := extenderProc{http: freeAddr(s.t), admin: freeAddr(s.t)}
+	args := []string{"--http-addr", e.http, "--admin-addr", e.admin,
+		"--scorer-url", "http://" + s.scorerGRPC, "--prefix", "/waterline/v1",
+		"--scheduler-names", schedulerName, "--policy", s.policyPath,
+		// Just under kube-scheduler's httpTimeout (1s): the default 200 ms suits a quiet
+		// cluster, but on a loaded test machine a slow call would turn into a neutral answer
+		// and a wrong placement, which is not what these scenarios test.
+		"--scorer-timeout", "900ms"}
+	args = append(args, extra...)
+	e.proc = startProc(s.t, name, needBinary(s.t, "waterline-extender"), args...)
+	waitReady(s.ctx, s.t, e.proc, e.admin, 60*time.Second)
+	return e
+}
 
 func (s *stack) writePolicy(p policySpec) {
 	if err := os.WriteFile(s.policyPath, []byte(p.YAML()), 0o644); err != nil {

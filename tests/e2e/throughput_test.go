@@ -55,6 +55,18 @@ func envInt(name string, def int) int {
 // baseline is laid out the same, so in that layout waterline shares the API
 // server's core while the baseline has it alone.
 //
+// With WATERLINE_E2E_TP_OLD=1 the old paths are measured beside the new ones, in
+// the same run and against the same stack (default off, so `make test` does not
+// get longer):
+//   - right after "extender": "extender, two scorer calls per pod (old: no score
+//     cache, no provisional Reserve)", a second waterline-extender started with
+//     --score-cache-size 0 --provisional-reserve=false, so prioritize calls Score;
+//   - right after "plugin": "plugin, unary RPCs (old: Filter + Score + Reserve
+//     waited for)", the same profile with the plugin arg `session: false`.
+//
+// Each is reported with the same lines as the others, plus its pods/s against
+// its new counterpart's.
+//
 // Per run it also reports the scheduler's time per extension point
 // (scheduler_framework_extension_point_duration_seconds) and per plugin
 // (scheduler_plugin_execution_duration_seconds, sampled by kube-scheduler), and
@@ -76,6 +88,7 @@ func TestThroughput(t *testing.T) {
 	nodes := envInt("WATERLINE_E2E_TP_NODES", 1000)
 	pods := envInt("WATERLINE_E2E_TP_PODS", 1000)
 	pinned := tpPinned()
+	withOld := os.Getenv("WATERLINE_E2E_TP_OLD") == "1"
 	if pinned {
 		if runtime.NumCPU() < 2 {
 			t.Fatalf("WATERLINE_E2E_TP_PIN=1 needs 2 cores, have %d", runtime.NumCPU())
@@ -104,22 +117,51 @@ func TestThroughput(t *testing.T) {
 		WaitMetrics: true,
 	})
 
+	// The old extender path, beside the stack's extender (started after the pinning
+	// above, so it shares core 1 with the other waterline processes).
+	var oldExt extenderProc
+	if withOld {
+		oldExt = s.startExtender("extender-old", "--score-cache-size", "0", "--provisional-reserve=false")
+	}
+
 	type run struct {
 		name string
 		spec schedSpec
+		// newer: for an old-path run, the name of the run of the path that replaced it.
+		newer string
 	}
 	// The API client's rate limit lifted, as scheduler_perf does: with kube-scheduler's
 	// default 50 qps every run binds at ~55 pods/s whatever it computes, and the ratios
 	// say nothing.
 	const qps = 5000
+	const (
+		baselineRun = "baseline (default plugins, no extender)"
+		extenderRun = "extender (default plugins + waterline extender)"
+		pluginRun   = "plugin (shipped profile, gRPC to the scorer)"
+	)
 	runs := []run{
-		{"baseline (default plugins, no extender)", schedSpec{ClientQPS: qps}},
-		{"extender (default plugins + waterline extender)", schedSpec{ClientQPS: qps, ExtenderURL: s.extenderURL()}},
-		{"waterline profile (extender, in-tree scoring off)", schedSpec{ClientQPS: qps, ExtenderURL: s.extenderURL(), DisableScoring: true}},
+		{name: baselineRun, spec: schedSpec{ClientQPS: qps}},
+		{name: extenderRun, spec: schedSpec{ClientQPS: qps, ExtenderURL: s.extenderURL()}},
+	}
+	if withOld {
+		runs = append(runs, run{name: "extender, two scorer calls per pod (old: no score cache, no provisional Reserve)",
+			spec: schedSpec{ClientQPS: qps, ExtenderURL: oldExt.url()}, newer: extenderRun})
+	}
+	runs = append(runs,
+		run{name: "waterline profile (extender, in-tree scoring off)", spec: schedSpec{ClientQPS: qps, ExtenderURL: s.extenderURL(), DisableScoring: true}},
 		// The shipped plugin profile; RPC timeout 1s instead of the shipped 100ms so a
 		// slow debug scorer is measured rather than replaced by the fail-open fallback
 		// (fail-opens are counted and reported below).
-		{"plugin (shipped profile, gRPC to the scorer)", schedSpec{ClientQPS: qps, Plugin: &pluginSpec{Endpoint: s.scorerGRPC, Timeout: "1s", FailOpen: true}}},
+		run{name: pluginRun, spec: schedSpec{ClientQPS: qps, Plugin: &pluginSpec{Endpoint: s.scorerGRPC, Timeout: "1s", FailOpen: true}}},
+	)
+	if withOld {
+		runs = append(runs, run{name: "plugin, unary RPCs (old: Filter + Score + Reserve waited for)",
+			spec: schedSpec{ClientQPS: qps, Plugin: &pluginSpec{Endpoint: s.scorerGRPC, Timeout: "1s", FailOpen: true, Unary: true}}, newer: pluginRun})
+	}
+	// The report's first column fits the longest run name (52 as before without the old runs).
+	width := 52
+	for _, r := range runs {
+		width = max(width, len(r.name)+1)
 	}
 	binKind := filepath.Base(binDir())
 	var report strings.Builder
@@ -172,8 +214,8 @@ func TestThroughput(t *testing.T) {
 		} else {
 			s.stopScheduler()
 		}
-		line := fmt.Sprintf("%-52s %7.1f pods/s average (first to last bind %v; p50 of 1 s samples %.0f pods/s)",
-			r.name+":", res.avg, res.span.Round(time.Millisecond), res.p50)
+		line := fmt.Sprintf("%-*s %7.1f pods/s average (first to last bind %v; p50 of 1 s samples %.0f pods/s)",
+			width, r.name+":", res.avg, res.span.Round(time.Millisecond), res.p50)
 		t.Log(line)
 		fmt.Fprintln(&report, line)
 		for _, line := range []string{
@@ -185,7 +227,7 @@ func TestThroughput(t *testing.T) {
 			fmt.Fprintln(&report, line)
 		}
 		if r.spec.Plugin != nil {
-			line := fmt.Sprintf("%-52s RPC errors %.0f, fail-opens %.0f; %s", "  plugin RPCs as the scheduler saw them:", errs, fo,
+			line := fmt.Sprintf("%-*s RPC errors %.0f, fail-opens %.0f; %s", width, "  plugin RPCs as the scheduler saw them:", errs, fo,
 				meanSummary(h0, h1))
 			t.Log(line)
 			fmt.Fprintln(&report, line)
@@ -195,7 +237,7 @@ func TestThroughput(t *testing.T) {
 		}
 		results[r.name] = res.avg
 	}
-	base := results[runs[0].name]
+	base := results[baselineRun]
 	if base > 0 {
 		for _, r := range runs[1:] {
 			note := ""
@@ -205,15 +247,22 @@ func TestThroughput(t *testing.T) {
 			if pinned {
 				note += " [pinned: waterline shares core 1 with the API server; the baseline has it alone]"
 			}
-			line := fmt.Sprintf("%-52s %6.1f %% of baseline%s", r.name+":", 100*results[r.name]/base, note)
+			line := fmt.Sprintf("%-*s %6.1f %% of baseline%s", width, r.name+":", 100*results[r.name]/base, note)
 			t.Log(line)
 			fmt.Fprintln(&report, line)
 		}
 	}
-	if ext := results[runs[1].name]; ext > 0 {
-		line := fmt.Sprintf("%-52s %6.2f x the extender's pods/s", "plugin / extender (pods/s):", results[runs[3].name]/ext)
+	if ext := results[extenderRun]; ext > 0 {
+		line := fmt.Sprintf("%-*s %6.2f x the extender's pods/s", width, "plugin / extender (pods/s):", results[pluginRun]/ext)
 		t.Log(line)
 		fmt.Fprintln(&report, line)
+	}
+	for _, r := range runs {
+		if old := results[r.name]; r.newer != "" && old > 0 {
+			line := fmt.Sprintf("%-*s %6.2f x the old path's pods/s", width, "new / old, "+r.newer+":", results[r.newer]/old)
+			t.Log(line)
+			fmt.Fprintln(&report, line)
+		}
 	}
 	// The same Score call straight from Go (grpc-go) to the scorer, for comparison
 	// with the extender's own client-side timing below.
@@ -222,7 +271,12 @@ func TestThroughput(t *testing.T) {
 		fmt.Fprintln(&report, line)
 	}
 	// Where the time goes: mean durations from the extender's and scorer's own histograms.
-	for _, src := range []struct{ name, admin string }{{"extender", s.extenderAdmin}, {"scorer", s.scorerAdmin}} {
+	// Each extender's histograms cover every run that used it.
+	srcs := []struct{ name, admin string }{{"extender", s.extenderAdmin}, {"scorer", s.scorerAdmin}}
+	if withOld {
+		srcs = append(srcs, struct{ name, admin string }{"extender (old)", oldExt.admin})
+	}
+	for _, src := range srcs {
 		for _, line := range meanDurations(src.admin) {
 			line = src.name + ": " + line
 			t.Log(line)
