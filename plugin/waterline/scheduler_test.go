@@ -61,14 +61,9 @@ func TestRealSchedulerOneBlockingCallPerPod(t *testing.T) {
 	for _, nodeCount := range []int{3, 500} {
 		t.Run(fmt.Sprintf("%d nodes", nodeCount), func(t *testing.T) {
 			fake := &fakeScorer{
-				nodes: nodeNamesUpTo(nodeCount),
-				reject: func(n string) string {
-					if n == nodeName(1) {
-						return "cpu_usage_avg_5m predicted 81% > 65%"
-					}
-					return ""
-				},
-				score: scoreOf,
+				nodes:  nodeNamesUpTo(nodeCount),
+				reject: rejectNode1,
+				score:  scoreOf,
 			}
 			lis := serve(t, fake)
 			var pl *Waterline

@@ -135,6 +135,14 @@ func testPod() *v1.Pod {
 		Req(map[v1.ResourceName]string{"cpu": "500m", "memory": "1Gi"}).Obj()
 }
 
+// rejectNode1 is a fake's reject: node 1 is over the cpu filter, every other node fits.
+func rejectNode1(n string) string {
+	if n == nodeName(1) {
+		return "cpu_usage_avg_5m predicted 81% > 65%"
+	}
+	return ""
+}
+
 // scoreOf is the fake's score for a node: distinct per node, with node 7 the best.
 func scoreOf(node string) int64 {
 	if node == nodeName(7) {
@@ -436,13 +444,8 @@ func TestUnimplementedSessionFallsBackToUnaryRPCs(t *testing.T) {
 	fake := &fakeScorer{
 		noSession: true,
 		nodes:     nodeNamesUpTo(10),
-		reject: func(n string) string {
-			if n == nodeName(1) {
-				return "cpu_usage_avg_5m predicted 81% > 65%"
-			}
-			return ""
-		},
-		score: scoreOf,
+		reject:    rejectNode1,
+		score:     scoreOf,
 	}
 	var pl *Waterline
 	tfw := newTestFramework(t, capturingFactory(serve(t, fake), &pl), fakeArgs(), 10)
@@ -494,14 +497,9 @@ func TestUnimplementedSessionFallsBackToUnaryRPCs(t *testing.T) {
 // and an Unreserve is the unary RPC too.
 func TestSessionFalseUsesOnlyTheUnaryRPCs(t *testing.T) {
 	fake := &fakeScorer{
-		nodes: nodeNamesUpTo(10),
-		reject: func(n string) string {
-			if n == nodeName(1) {
-				return "cpu_usage_avg_5m predicted 81% > 65%"
-			}
-			return ""
-		},
-		score: scoreOf,
+		nodes:  nodeNamesUpTo(10),
+		reject: rejectNode1,
+		score:  scoreOf,
 	}
 	args := fakeArgs()
 	args["session"] = false
