@@ -18,7 +18,7 @@ mod breaker;
 mod evaluate;
 mod prepared;
 pub use breaker::{breaker_open, breakers};
-pub use evaluate::{Candidates, Evaluation, evaluate, evaluate_reference};
+pub use evaluate::{Candidates, Evaluation, Rejections, evaluate, evaluate_reference};
 pub use prepared::Prepared;
 
 /// How one metric contributed to a node's score.
@@ -137,6 +137,9 @@ struct MetricPlan {
     absent: bool,
     /// Index of the metric's absorb window in `Request::absorb_windows`.
     window: usize,
+    /// The metric's name, and the start of a rejection reason, `cpu_usage_avg_5m `.
+    name: String,
+    name_space: String,
     /// The end of a rejection reason, `% > 65%`, formatted once per request (float
     /// formatting per rejected node was a tenth of a Filter).
     over_limit: String,
@@ -179,6 +182,9 @@ struct Request<'a> {
     has_relative: bool,
     uses_cpu: bool,
     uses_memory: bool,
+    /// Some anti-colocation rule reads a label the pod has (else no ledger lookup per node).
+    colocation_applies: bool,
+    bypasses_load_filters: bool,
     incoming: Usage,
     now: UnixMillis,
 }
@@ -236,6 +242,8 @@ impl<'a> Request<'a> {
                     window: absorb_windows.iter().position(|w| *w == m.absorb_window).unwrap_or(0),
                     // `{}` of an f64 prints 65.0 as "65", as the policy file spells it.
                     over_limit: m.filter_above.map(|l| format!("% > {l}%")).unwrap_or_default(),
+                    name: m.name.clone(),
+                    name_space: format!("{} ", m.name),
                 }
             })
             .collect();
@@ -251,6 +259,11 @@ impl<'a> Request<'a> {
             overshoot_caps: policy.combine == Combine::OvershootDominates,
             uses_cpu: uses(Resource::Cpu),
             uses_memory: uses(Resource::Memory),
+            colocation_applies: policy
+                .anti_colocation
+                .iter()
+                .any(|rule| pod.labels.contains_key(&rule.label_key)),
+            bypasses_load_filters: pod.bypasses_load_filters(),
             incoming: estimate(&policy.estimator, pod),
             now,
         }
@@ -356,24 +369,29 @@ impl<'a> Request<'a> {
     }
 
     /// Filter's verdict on a candidate whose prediction `predict` fills in (false: a node
-    /// the snapshot does not know).
-    fn judge_with(
+    /// the snapshot does not know): true when the pod may not go there, with why appended
+    /// to `reasons` (Evaluate keeps every candidate's reason in one string).
+    fn judge_into(
         &self,
         node: &str,
         predictions: &mut Vec<Prediction>,
         stats: &mut Stats,
         predict: impl FnOnce(&mut Vec<Prediction>, &mut Stats) -> bool,
-    ) -> Option<String> {
-        colocation_conflict(self.policy, self.snapshot, self.pod, node).or_else(|| {
-            if !predict(predictions, stats) {
-                stats.unknown_nodes += 1;
-                None
-            } else if self.pod.bypasses_load_filters() {
-                None
-            } else {
-                self.load_rejection(predictions)
-            }
-        })
+        reasons: &mut String,
+    ) -> bool {
+        if self.colocation_applies
+            && colocation_conflict(self.policy, self.snapshot, self.pod, node, reasons)
+        {
+            return true;
+        }
+        if !predict(predictions, stats) {
+            stats.unknown_nodes += 1;
+            false
+        } else if self.bypasses_load_filters {
+            false
+        } else {
+            self.load_rejection(predictions, reasons)
+        }
     }
 
     /// One metric's curve score on one node.
@@ -491,40 +509,51 @@ impl<'a> Request<'a> {
         predictions: &mut Vec<Prediction>,
         stats: &mut Stats,
     ) -> Option<String> {
-        self.judge_with(node, predictions, stats, |out, stats| self.predict_into(slot, out, stats))
+        let mut reason = String::new();
+        let predict =
+            |out: &mut Vec<Prediction>, stats: &mut Stats| self.predict_into(slot, out, stats);
+        self.judge_into(node, predictions, stats, predict, &mut reason).then_some(reason)
     }
 
-    /// Why the pod may not go to a known node, if it may not: every breached threshold,
-    /// `; `-separated.
-    fn load_rejection(&self, predictions: &[Prediction]) -> Option<String> {
-        let mut reasons = String::new();
+    /// Whether the pod may not go to a known node; if so, why is appended to `reasons`:
+    /// every breached threshold, `; `-separated.
+    fn load_rejection(&self, predictions: &[Prediction], reasons: &mut String) -> bool {
+        let start = reasons.len();
         for ((metric, plan), p) in self.policy.metrics.iter().zip(&self.metrics).zip(predictions) {
             let Some(limit) = metric.filter_above.filter(|_| !plan.absent) else { continue };
             let breach = match p.observed {
                 None => self.policy.stale.filter == StaleFilter::Reject,
                 Some(_) => p.predicted() > limit,
             };
-            if !breach {
-                continue;
-            }
-            if reasons.is_empty() {
-                // One allocation that fits a typical reason ("mem_usage_max_avg_1h 91.3% >
-                // 75%"), instead of growing through 8, 16, 32 and 64 bytes.
-                reasons.reserve(64);
-            } else {
-                reasons.push_str("; ");
-            }
-            reasons.push_str(&metric.name);
-            match p.observed {
-                None => reasons.push_str(" has no fresh sample"),
-                Some(_) => {
-                    reasons.push(' ');
-                    push_one_decimal(&mut reasons, p.predicted());
-                    reasons.push_str(&plan.over_limit);
-                }
+            if breach {
+                self.push_breach(plan, p, reasons.len() > start, reasons);
             }
         }
-        (!reasons.is_empty()).then_some(reasons)
+        reasons.len() > start
+    }
+
+    /// One breached threshold's part of a rejection reason ("cpu 72.3% > 65%"), after a
+    /// `; ` when it is not the first.
+    #[inline]
+    fn push_breach(&self, plan: &MetricPlan, p: &Prediction, more: bool, reasons: &mut String) {
+        if more {
+            reasons.push_str("; ");
+        } else {
+            // A typical reason ("mem_usage_max_avg_1h 91.3% > 75%") fits: one allocation
+            // for a Filter's reason, none for most of Evaluate's shared string.
+            reasons.reserve(64);
+        }
+        match p.observed {
+            None => {
+                reasons.push_str(&plan.name);
+                reasons.push_str(" has no fresh sample");
+            }
+            Some(_) => {
+                reasons.push_str(&plan.name_space);
+                push_one_decimal(reasons, p.predicted());
+                reasons.push_str(&plan.over_limit);
+            }
+        }
     }
 }
 
@@ -573,13 +602,15 @@ fn push_digits(out: &mut String, mut n: u64) {
     out.extend(digits[start..].iter().map(|&d| char::from(d)));
 }
 
-/// The first pod on `node` that shares an anti-colocation label value with `pod`.
+/// Whether a pod on `node` shares an anti-colocation label value with `pod`; the first
+/// such pod is named in `reasons`.
 fn colocation_conflict(
     policy: &Policy,
     snapshot: &Snapshot,
     pod: &Pod,
     node: &str,
-) -> Option<String> {
+    reasons: &mut String,
+) -> bool {
     for rule in &policy.anti_colocation {
         let Some(value) = pod.labels.get(&rule.label_key) else { continue };
         let other = snapshot.ledger().on_node(node).iter().find(|e| {
@@ -588,13 +619,15 @@ fn colocation_conflict(
                 && e.labels.get(&rule.label_key) == Some(value)
         });
         if let Some(other) = other {
-            return Some(format!(
+            let _ = write!(
+                reasons,
                 "anti-colocation {}={} with {}/{}",
                 rule.label_key, value, other.namespace, other.name
-            ));
+            );
+            return true;
         }
     }
-    None
+    false
 }
 
 pub fn filter(

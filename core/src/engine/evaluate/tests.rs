@@ -286,7 +286,7 @@ fn a_reserve_updates_one_row_and_its_load_counts_until_absorbed() {
     // a: 30 + 25 + 10.625 = 65.625 > 50 → rejected; b unchanged.
     let at_now = evaluate(&policy, &snap, &table, &pod, Candidates::All, NOW);
     assert_eq!(at_now.scores, vec![None, Some(59)]);
-    assert_eq!(at_now.rejected, vec![(0, "cpu 65.6% > 50%".to_string())]);
+    assert_eq!(at_now.rejected.iter().collect::<Vec<_>>(), [(0, "cpu 65.6% > 50%")]);
     // Once the window has passed the placement no longer counts, whether or not the row
     // was refreshed since.
     let later = NOW.plus(window);
