@@ -526,33 +526,34 @@ impl<'a> Request<'a> {
                 Some(_) => p.predicted() > limit,
             };
             if breach {
-                self.push_breach(plan, p, reasons.len() > start, reasons);
+                let predicted = p.observed.map(|_| p.predicted());
+                push_breach(plan, predicted, reasons.len() > start, reasons);
             }
         }
         reasons.len() > start
     }
+}
 
-    /// One breached threshold's part of a rejection reason ("cpu 72.3% > 65%"), after a
-    /// `; ` when it is not the first.
-    #[inline]
-    fn push_breach(&self, plan: &MetricPlan, p: &Prediction, more: bool, reasons: &mut String) {
-        if more {
-            reasons.push_str("; ");
-        } else {
-            // A typical reason ("mem_usage_max_avg_1h 91.3% > 75%") fits: one allocation
-            // for a Filter's reason, none for most of Evaluate's shared string.
-            reasons.reserve(64);
+/// One breached threshold's part of a rejection reason ("cpu 72.3% > 65%", or "cpu has no
+/// fresh sample" for `predicted: None`), after a `; ` when it is not the first.
+#[inline]
+fn push_breach(plan: &MetricPlan, predicted: Option<f64>, more: bool, reasons: &mut String) {
+    if more {
+        reasons.push_str("; ");
+    } else {
+        // A typical reason ("mem_usage_max_avg_1h 91.3% > 75%") fits: one allocation for a
+        // Filter's reason, none for most of Evaluate's shared string.
+        reasons.reserve(64);
+    }
+    match predicted {
+        None => {
+            reasons.push_str(&plan.name);
+            reasons.push_str(" has no fresh sample");
         }
-        match p.observed {
-            None => {
-                reasons.push_str(&plan.name);
-                reasons.push_str(" has no fresh sample");
-            }
-            Some(_) => {
-                reasons.push_str(&plan.name_space);
-                push_one_decimal(reasons, p.predicted());
-                reasons.push_str(&plan.over_limit);
-            }
+        Some(predicted) => {
+            reasons.push_str(&plan.name_space);
+            push_one_decimal(reasons, predicted);
+            reasons.push_str(&plan.over_limit);
         }
     }
 }
@@ -577,29 +578,42 @@ fn push_one_decimal(out: &mut String, value: f64) {
         return;
     }
     let tenths = tenths as i64;
+    let magnitude = tenths.unsigned_abs();
+    // Back to front: the tenth, the point, the whole part, the sign.
+    let mut text = [0u8; 24];
+    let mut start = text.len() - 2;
+    text[start + 1] = b'0' + (magnitude % 10) as u8;
+    text[start] = b'.';
+    start = write_digits(&mut text[..start], magnitude / 10);
     if tenths < 0 {
-        out.push('-');
+        start -= 1;
+        text[start] = b'-';
     }
-    let tenths = tenths.unsigned_abs();
-    push_digits(out, tenths / 10);
-    out.push('.');
-    out.push(char::from(b'0' + (tenths % 10) as u8));
+    push_ascii(out, &text[start..]);
 }
 
-/// Appends `n` in decimal (what `write!` does, without going through `fmt`'s machinery,
-/// which was a tenth of a Filter that rejects many nodes).
-fn push_digits(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
+/// Writes `n`'s decimal digits at the end of `buf` (20 bytes hold any u64); returns where
+/// they start. What `write!` does, without going through `fmt`'s machinery, which was a
+/// tenth of a Filter that rejects many nodes.
+fn write_digits(buf: &mut [u8], mut n: u64) -> usize {
+    let mut start = buf.len();
     loop {
         start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
+        buf[start] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
-            break;
+            return start;
         }
     }
-    out.extend(digits[start..].iter().map(|&d| char::from(d)));
+}
+
+/// Appends digits, points and signs, byte by byte (`str::from_utf8` of a few bytes
+/// cost more than pushing them).
+fn push_ascii(out: &mut String, ascii: &[u8]) {
+    out.reserve(ascii.len());
+    for &c in ascii {
+        out.push(char::from(c));
+    }
 }
 
 /// Whether a pod on `node` shares an anti-colocation label value with `pod`; the first

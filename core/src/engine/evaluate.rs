@@ -145,12 +145,7 @@ pub fn evaluate(
         Candidates::All => table.len(),
         Candidates::Names(names) => names.len(),
     };
-    let candidate = |i: usize| -> (&str, Option<usize>) {
-        match candidates {
-            Candidates::All => (table.names()[i].as_str(), Some(i)),
-            Candidates::Names(names) => (names[i].as_str(), table.index_of(&names[i])),
-        }
-    };
+    let candidate = |i: usize| candidate(table, candidates, i);
     let mut request = Request::new(policy, snapshot, pod, now);
     let mut rows = Rows { table, incoming: Incoming::default() };
     let mut out = Evaluation {
@@ -164,24 +159,13 @@ pub fn evaluate(
     // feasible candidates): with one, judge everything first, then score; without, the
     // predictions are the same for both and one pass does.
     let two_pass = request.has_relative;
-    for i in 0..count {
-        let (node, row) = candidate(i);
-        let mut known = false;
-        let stats = &mut out.stats;
-        let rejected = out.rejected.push_with(i, |reasons| {
-            let predict = |p: &mut Vec<Prediction>, stats: &mut Stats| {
-                known = rows.predict(&request, node, row, p, stats);
-                known
-            };
-            request.judge_into(node, &mut predictions, stats, predict, reasons)
-        });
-        if rejected {
-            out.scores.push(None);
-        } else if two_pass {
-            out.scores.push(Some(0));
-        } else {
-            let predictions = known.then_some(predictions.as_slice());
-            out.scores.push(Some(rows.score(&request, node, predictions)));
+    if columns::apply(&request) {
+        let all = matches!(candidates, Candidates::All);
+        columns::evaluate(&request, &mut rows, count, all, candidate, &mut out);
+    } else {
+        for i in 0..count {
+            let (node, row) = candidate(i);
+            rows.judge_one(&request, i, node, row, two_pass, &mut predictions, &mut out);
         }
     }
     if two_pass {
@@ -196,6 +180,19 @@ pub fn evaluate(
     }
     out.unknown_node_score = request.rounded(request.combine(None, None));
     out
+}
+
+/// Candidate `i`'s name and row (`None`: the table has no row for it).
+#[inline]
+fn candidate<'a>(
+    table: &'a Prepared,
+    candidates: Candidates<'a>,
+    i: usize,
+) -> (&'a str, Option<usize>) {
+    match candidates {
+        Candidates::All => (table.names()[i].as_str(), Some(i)),
+        Candidates::Names(names) => (names[i].as_str(), table.index_of(&names[i])),
+    }
 }
 
 /// The request's view of the table: predictions from a row, or from the snapshot for a
@@ -232,15 +229,18 @@ impl Rows<'_> {
         let head = self.table.head(row);
         let capacity = head.capacity;
         let mut capped = false;
-        let computed;
-        let ledger: &[(f64, f64)] = if head.shares_valid_at(request.now) {
+        let ledger: SmallVec<[(f64, f64); 4]> = if head.shares_valid_at(request.now) {
             capped = head.ledger_capped;
-            self.table.shares(row)
+            (0..request.absorb_windows.len())
+                .map(|w| {
+                    let (cpu, memory) = self.table.share_columns(w);
+                    (cpu[row], memory[row])
+                })
+                .collect()
         } else {
             // The same placements no longer count as when the row was made: the snapshot's.
             let slot = request.snapshot.slot(node).expect("a known row has a slot");
-            computed = request.ledger_shares(slot, capacity, &mut capped);
-            &computed
+            request.ledger_shares(slot, capacity, &mut capped)
         };
         if self.incoming.capacity != Some(capacity) {
             let mut incoming_capped = false;
@@ -251,9 +251,9 @@ impl Rows<'_> {
         let (cpu_incoming, memory_incoming) = self.incoming.shares;
         stats.capped_estimates += usize::from(capped || self.incoming.capped);
         let mut stale = false;
-        out.extend(request.metrics.iter().zip(self.table.cells(row)).map(|(metric, cell)| {
-            let observed =
-                cell.fresh(request.now, metric.max_age).map(|level| observed_level(metric, level));
+        out.extend(request.metrics.iter().enumerate().map(|(k, metric)| {
+            let observed = (self.table.column(k).fresh(row, request.now, metric.max_age))
+                .map(|level| observed_level(metric, level));
             stale |= observed.is_none();
             let (cpu, memory) = ledger.get(metric.window).copied().unwrap_or_default();
             let (ledger, incoming) = match metric.resource {
@@ -265,6 +265,38 @@ impl Rows<'_> {
         }));
         stats.stale_nodes += usize::from(stale);
         true
+    }
+
+    /// Candidate `i`'s verdict, and its score unless `two_pass` (then 0 until the second
+    /// pass), appended to `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn judge_one(
+        &mut self,
+        request: &Request<'_>,
+        i: usize,
+        node: &str,
+        row: Option<usize>,
+        two_pass: bool,
+        predictions: &mut Vec<Prediction>,
+        out: &mut Evaluation,
+    ) {
+        let mut known = false;
+        let stats = &mut out.stats;
+        let rejected = out.rejected.push_with(i, |reasons| {
+            let predict = |p: &mut Vec<Prediction>, stats: &mut Stats| {
+                known = self.predict(request, node, row, p, stats);
+                known
+            };
+            request.judge_into(node, predictions, stats, predict, reasons)
+        });
+        if rejected {
+            out.scores.push(None);
+        } else if two_pass {
+            out.scores.push(Some(0));
+        } else {
+            let predictions = known.then_some(predictions.as_slice());
+            out.scores.push(Some(self.score(request, node, predictions)));
+        }
     }
 
     /// A feasible candidate's score from its predictions (`score`'s arithmetic).
@@ -295,7 +327,7 @@ impl Rows<'_> {
                     continue;
                 }
                 let level = match (row, state) {
-                    (Some(r), _) => self.table.cells(r)[k].fresh(request.now, metric.max_age),
+                    (Some(r), _) => self.table.column(k).fresh(r, request.now, metric.max_age),
                     (None, Some(state)) => request.fresh_level(metric, state),
                     (None, None) => None,
                 };
@@ -310,5 +342,6 @@ impl Rows<'_> {
     }
 }
 
+mod columns;
 #[cfg(test)]
 mod tests;
