@@ -435,9 +435,16 @@ fn reasons_print_one_decimal_rounded_half_away_from_zero() {
     assert_eq!(formatted(0.04), "0.0");
     assert_eq!(formatted(-1.25), "-1.3");
     assert_eq!(formatted(1e20), "100000000000000000000.0");
+    // Either side of the in-order path's range (0.0 ..= 999.9) and its digit counts.
+    assert_eq!(formatted(9.96), "10.0");
+    assert_eq!(formatted(99.95), "100.0");
+    assert_eq!(formatted(999.9), "999.9");
+    assert_eq!(formatted(999.95), "1000.0");
+    assert_eq!(formatted(12345.67), "12345.7");
+    assert_eq!(formatted(-0.04), "0.0");
     assert_eq!(formatted(f64::NAN), "NaN");
-    // Every tenth from -500.0 to 500.0 reads back as the number it prints.
-    for tenths in -5000i64..=5000 {
+    // Every tenth from -500.0 to 1500.0 reads back as the number it prints.
+    for tenths in -5000i64..=15000 {
         let text = formatted(tenths as f64 / 10.0);
         let parsed: f64 = text.parse().unwrap();
         assert_eq!((parsed * 10.0).round() as i64, tenths, "{text}");

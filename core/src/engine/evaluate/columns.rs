@@ -287,9 +287,12 @@ fn predict_chunk(
         let weight = plan.weight;
         let stale_score = metric.stale_score;
         let truncate_scores = request.truncate;
+        // One loop per curve, and one without the freshness test for a column fresh
+        // throughout (the usual case: a metric refresh stamps every node alike).
         macro_rules! scores {
-            ($curve:expr) => {
-                for (j, (&p, &f)) in predicted.iter().zip(fresh.iter()).enumerate() {
+            ($curve:expr, $fresh:expr) => {
+                for (j, &p) in predicted.iter().enumerate() {
+                    let f = $fresh(j);
                     let score = if f {
                         let score = $curve(p);
                         if truncate_scores { truncate(score) } else { score }
@@ -303,16 +306,29 @@ fn predict_chunk(
                 }
             };
         }
+        let all_fresh = metric.all_fresh;
         match plan.curve {
-            PlanCurve::WaterLevel(target) => scores!(|p| water_level(target, p)),
-            PlanCurve::LeastUsed => scores!(least_used),
+            PlanCurve::WaterLevel(target) if all_fresh => {
+                scores!(|p| water_level(target, p), |_| true)
+            }
+            PlanCurve::WaterLevel(target) => scores!(|p| water_level(target, p), |j| fresh[j]),
+            PlanCurve::LeastUsed if all_fresh => scores!(least_used, |_| true),
+            PlanCurve::LeastUsed => scores!(least_used, |j| fresh[j]),
             // Scores observed values only: `apply` leaves such requests to `Rows::judge_one`.
             PlanCurve::Crane => {}
         }
-        if let Some(limit) = metric.limit {
-            for ((b, &p), &f) in breach.iter_mut().zip(predicted.iter()).zip(fresh.iter()) {
-                *b |= if f { p > limit } else { stale_reject };
+        match metric.limit {
+            Some(limit) if all_fresh => {
+                for (b, &p) in breach.iter_mut().zip(predicted.iter()) {
+                    *b |= p > limit;
+                }
             }
+            Some(limit) => {
+                for ((b, &p), &f) in breach.iter_mut().zip(predicted.iter()).zip(fresh.iter()) {
+                    *b |= if f { p > limit } else { stale_reject };
+                }
+            }
+            None => {}
         }
     }
 }
