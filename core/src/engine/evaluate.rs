@@ -4,7 +4,9 @@
 //! before: `filter`, then `score` of the feasible names, then the score of an unknown node.
 //! `evaluate` is bit for bit equal to it (the property test `evaluate_matches_reference`
 //! compares them over random snapshots, ledgers, pods and policies), and falls back to it
-//! for a table prepared for a policy of another shape.
+//! for a table prepared for a policy of another shape. Most requests are answered over the
+//! table's columns (`columns.rs`); a `maxOfCandidates` metric or a Crane curve takes the
+//! row path here.
 
 use smallvec::SmallVec;
 

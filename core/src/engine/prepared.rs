@@ -6,8 +6,9 @@
 //! instead of probing a ~330-byte hash-table slot per candidate (the cache misses
 //! BENCHMARKS.md §1 measured).
 //!
-//! Freshness is decided per request (one subtraction and compare per metric, from the sample
-//! time kept in the row), so a row never goes stale by itself. The ledger share is valid
+//! Freshness is decided per request, so a row never goes stale by itself: once per metric
+//! column when the column's time bounds say every sample is fresh at `now` (a metric
+//! refresh stamps every node alike), else one subtraction and compare per row. The ledger share is valid
 //! while the same placements count: each row keeps the interval of `now` over which that
 //! holds, and a request outside it computes the share from the snapshot as before. Answers
 //! are the same bit for bit as `filter` + `score` (a property test compares them).

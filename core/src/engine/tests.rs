@@ -428,21 +428,26 @@ fn reasons_print_one_decimal_rounded_half_away_from_zero() {
         push_one_decimal(&mut out, v);
         out
     };
-    assert_eq!(formatted(71.3), "71.3");
-    assert_eq!(formatted(72.25), "72.3");
-    assert_eq!(formatted(65.04), "65.0");
-    assert_eq!(formatted(100.0), "100.0");
-    assert_eq!(formatted(0.04), "0.0");
-    assert_eq!(formatted(-1.25), "-1.3");
-    assert_eq!(formatted(1e20), "100000000000000000000.0");
-    // Either side of the in-order path's range (0.0 ..= 999.9) and its digit counts.
-    assert_eq!(formatted(9.96), "10.0");
-    assert_eq!(formatted(99.95), "100.0");
-    assert_eq!(formatted(999.9), "999.9");
-    assert_eq!(formatted(999.95), "1000.0");
-    assert_eq!(formatted(12345.67), "12345.7");
-    assert_eq!(formatted(-0.04), "0.0");
-    assert_eq!(formatted(f64::NAN), "NaN");
+    let cases = [
+        (71.3, "71.3"),
+        (72.25, "72.3"),
+        (65.04, "65.0"),
+        (100.0, "100.0"),
+        (0.04, "0.0"),
+        (-1.25, "-1.3"),
+        (1e20, "100000000000000000000.0"),
+        (f64::NAN, "NaN"),
+        // Either side of the in-order path's range (0.0 ..= 999.9) and its digit counts.
+        (9.96, "10.0"),
+        (99.95, "100.0"),
+        (999.9, "999.9"),
+        (999.95, "1000.0"),
+        (12345.67, "12345.7"),
+        (-0.04, "0.0"),
+    ];
+    for (value, text) in cases {
+        assert_eq!(formatted(value), text, "{value}");
+    }
     // Every tenth from -500.0 to 1500.0 reads back as the number it prints.
     for tenths in -5000i64..=15000 {
         let text = formatted(tenths as f64 / 10.0);

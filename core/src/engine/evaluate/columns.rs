@@ -100,7 +100,6 @@ pub(super) fn evaluate<'n>(
                 ledger,
                 resource: plan.resource,
                 limit: spec.filter_above.filter(|_| !plan.absent),
-                // Crane counts a metric without a fresh sample as fully used.
                 stale_score: request.policy.stale.score,
                 plan,
             }
