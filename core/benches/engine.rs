@@ -171,6 +171,22 @@ fn evaluate(c: &mut Criterion) {
             let (snap, table) = input(&policy);
             b.iter(|| black_box(engine::evaluate_reference(&policy, snap, pod, table.names(), NOW)))
         });
+        // The same pod owned by a DaemonSet, which load thresholds never reject: every node
+        // scored and no reason written, so old and new compare the loop alone.
+        let daemon = &Pod { owner_kind: "DaemonSet".into(), ..pod.clone() };
+        group.bench_function(BenchmarkId::new("prepared_no_rejections", n), |b| {
+            let (snap, table) = input(&policy);
+            b.iter(|| {
+                black_box(engine::evaluate(
+                    &policy,
+                    snap,
+                    table,
+                    daemon,
+                    engine::Candidates::All,
+                    NOW,
+                ))
+            })
+        });
     }
     group.finish();
 }

@@ -18,7 +18,7 @@ mod breaker;
 mod evaluate;
 mod prepared;
 pub use breaker::{breaker_open, breakers};
-pub use evaluate::{Candidates, Evaluation, evaluate, evaluate_reference};
+pub use evaluate::{Candidates, Evaluation, Rejections, evaluate, evaluate_reference};
 pub use prepared::Prepared;
 
 /// How one metric contributed to a node's score.
@@ -137,6 +137,9 @@ struct MetricPlan {
     absent: bool,
     /// Index of the metric's absorb window in `Request::absorb_windows`.
     window: usize,
+    /// The metric's name, and the start of a rejection reason, `cpu_usage_avg_5m `.
+    name: String,
+    name_space: String,
     /// The end of a rejection reason, `% > 65%`, formatted once per request (float
     /// formatting per rejected node was a tenth of a Filter).
     over_limit: String,
@@ -179,6 +182,9 @@ struct Request<'a> {
     has_relative: bool,
     uses_cpu: bool,
     uses_memory: bool,
+    /// Some anti-colocation rule reads a label the pod has (else no ledger lookup per node).
+    colocation_applies: bool,
+    bypasses_load_filters: bool,
     incoming: Usage,
     now: UnixMillis,
 }
@@ -236,6 +242,8 @@ impl<'a> Request<'a> {
                     window: absorb_windows.iter().position(|w| *w == m.absorb_window).unwrap_or(0),
                     // `{}` of an f64 prints 65.0 as "65", as the policy file spells it.
                     over_limit: m.filter_above.map(|l| format!("% > {l}%")).unwrap_or_default(),
+                    name: m.name.clone(),
+                    name_space: format!("{} ", m.name),
                 }
             })
             .collect();
@@ -251,6 +259,11 @@ impl<'a> Request<'a> {
             overshoot_caps: policy.combine == Combine::OvershootDominates,
             uses_cpu: uses(Resource::Cpu),
             uses_memory: uses(Resource::Memory),
+            colocation_applies: policy
+                .anti_colocation
+                .iter()
+                .any(|rule| pod.labels.contains_key(&rule.label_key)),
+            bypasses_load_filters: pod.bypasses_load_filters(),
             incoming: estimate(&policy.estimator, pod),
             now,
         }
@@ -356,24 +369,29 @@ impl<'a> Request<'a> {
     }
 
     /// Filter's verdict on a candidate whose prediction `predict` fills in (false: a node
-    /// the snapshot does not know).
-    fn judge_with(
+    /// the snapshot does not know): true when the pod may not go there, with why appended
+    /// to `reasons` (Evaluate keeps every candidate's reason in one string).
+    fn judge_into(
         &self,
         node: &str,
         predictions: &mut Vec<Prediction>,
         stats: &mut Stats,
         predict: impl FnOnce(&mut Vec<Prediction>, &mut Stats) -> bool,
-    ) -> Option<String> {
-        colocation_conflict(self.policy, self.snapshot, self.pod, node).or_else(|| {
-            if !predict(predictions, stats) {
-                stats.unknown_nodes += 1;
-                None
-            } else if self.pod.bypasses_load_filters() {
-                None
-            } else {
-                self.load_rejection(predictions)
-            }
-        })
+        reasons: &mut String,
+    ) -> bool {
+        if self.colocation_applies
+            && colocation_conflict(self.policy, self.snapshot, self.pod, node, reasons)
+        {
+            return true;
+        }
+        if !predict(predictions, stats) {
+            stats.unknown_nodes += 1;
+            false
+        } else if self.bypasses_load_filters {
+            false
+        } else {
+            self.load_rejection(predictions, reasons)
+        }
     }
 
     /// One metric's curve score on one node.
@@ -491,40 +509,54 @@ impl<'a> Request<'a> {
         predictions: &mut Vec<Prediction>,
         stats: &mut Stats,
     ) -> Option<String> {
-        self.judge_with(node, predictions, stats, |out, stats| self.predict_into(slot, out, stats))
+        let mut reason = String::new();
+        let predict =
+            |out: &mut Vec<Prediction>, stats: &mut Stats| self.predict_into(slot, out, stats);
+        self.judge_into(node, predictions, stats, predict, &mut reason).then_some(reason)
     }
 
-    /// Why the pod may not go to a known node, if it may not: every breached threshold,
-    /// `; `-separated.
-    fn load_rejection(&self, predictions: &[Prediction]) -> Option<String> {
-        let mut reasons = String::new();
+    /// Whether the pod may not go to a known node; if so, why is appended to `reasons`:
+    /// every breached threshold, `; `-separated.
+    fn load_rejection(&self, predictions: &[Prediction], reasons: &mut String) -> bool {
+        let start = reasons.len();
         for ((metric, plan), p) in self.policy.metrics.iter().zip(&self.metrics).zip(predictions) {
             let Some(limit) = metric.filter_above.filter(|_| !plan.absent) else { continue };
             let breach = match p.observed {
                 None => self.policy.stale.filter == StaleFilter::Reject,
                 Some(_) => p.predicted() > limit,
             };
-            if !breach {
-                continue;
-            }
-            if reasons.is_empty() {
-                // One allocation that fits a typical reason ("mem_usage_max_avg_1h 91.3% >
-                // 75%"), instead of growing through 8, 16, 32 and 64 bytes.
-                reasons.reserve(64);
-            } else {
-                reasons.push_str("; ");
-            }
-            reasons.push_str(&metric.name);
-            match p.observed {
-                None => reasons.push_str(" has no fresh sample"),
-                Some(_) => {
-                    reasons.push(' ');
-                    push_one_decimal(&mut reasons, p.predicted());
-                    reasons.push_str(&plan.over_limit);
-                }
+            if breach {
+                let predicted = p.observed.map(|_| p.predicted());
+                push_breach(plan, predicted, reasons.len() > start, reasons);
             }
         }
-        (!reasons.is_empty()).then_some(reasons)
+        reasons.len() > start
+    }
+}
+
+/// One breached threshold's part of a rejection reason ("cpu 72.3% > 65%", or "cpu has no
+/// fresh sample" for `predicted: None`), after a `; ` when it is not the first.
+#[inline]
+fn push_breach(plan: &MetricPlan, predicted: Option<f64>, more: bool, reasons: &mut String) {
+    if more {
+        // Two pushes: cheaper than a copy of two bytes.
+        reasons.push(';');
+        reasons.push(' ');
+    } else {
+        // A typical reason ("mem_usage_max_avg_1h 91.3% > 75%") fits: one allocation for a
+        // Filter's reason, none for most of Evaluate's shared string.
+        reasons.reserve(64);
+    }
+    match predicted {
+        None => {
+            reasons.push_str(&plan.name);
+            reasons.push_str(" has no fresh sample");
+        }
+        Some(predicted) => {
+            reasons.push_str(&plan.name_space);
+            push_one_decimal(reasons, predicted);
+            reasons.push_str(&plan.over_limit);
+        }
     }
 }
 
@@ -548,38 +580,60 @@ fn push_one_decimal(out: &mut String, value: f64) {
         return;
     }
     let tenths = tenths as i64;
-    if tenths < 0 {
-        out.push('-');
+    let digit = |d: u64| char::from(b'0' + d as u8);
+    if (0..10_000).contains(&tenths) {
+        // 0.0 ..= 999.9, what a percentage over a threshold reads: digits pushed in order.
+        let (whole, tenth) = ((tenths / 10) as u64, (tenths % 10) as u64);
+        out.reserve(5);
+        if whole >= 100 {
+            out.push(digit(whole / 100));
+        }
+        if whole >= 10 {
+            out.push(digit(whole / 10 % 10));
+        }
+        out.push(digit(whole % 10));
+        out.push('.');
+        out.push(digit(tenth));
+        return;
     }
-    let tenths = tenths.unsigned_abs();
-    push_digits(out, tenths / 10);
-    out.push('.');
-    out.push(char::from(b'0' + (tenths % 10) as u8));
+    let magnitude = tenths.unsigned_abs();
+    // Back to front: the tenth, the point, the whole part, the sign.
+    let mut text = [0u8; 24];
+    let mut start = text.len() - 2;
+    text[start + 1] = b'0' + (magnitude % 10) as u8;
+    text[start] = b'.';
+    start = write_digits(&mut text[..start], magnitude / 10);
+    if tenths < 0 {
+        start -= 1;
+        text[start] = b'-';
+    }
+    out.extend(text[start..].iter().map(|&c| char::from(c)));
 }
 
-/// Appends `n` in decimal (what `write!` does, without going through `fmt`'s machinery,
-/// which was a tenth of a Filter that rejects many nodes).
-fn push_digits(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
+/// Writes `n`'s decimal digits at the end of `buf` (20 bytes hold any u64); returns where
+/// they start. What `write!` does, without going through `fmt`'s machinery, which was a
+/// tenth of a Filter that rejects many nodes.
+fn write_digits(buf: &mut [u8], mut n: u64) -> usize {
+    let mut start = buf.len();
     loop {
         start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
+        buf[start] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
-            break;
+            return start;
         }
     }
-    out.extend(digits[start..].iter().map(|&d| char::from(d)));
 }
 
-/// The first pod on `node` that shares an anti-colocation label value with `pod`.
+/// Whether a pod on `node` shares an anti-colocation label value with `pod`; the first
+/// such pod is named in `reasons`.
 fn colocation_conflict(
     policy: &Policy,
     snapshot: &Snapshot,
     pod: &Pod,
     node: &str,
-) -> Option<String> {
+    reasons: &mut String,
+) -> bool {
     for rule in &policy.anti_colocation {
         let Some(value) = pod.labels.get(&rule.label_key) else { continue };
         let other = snapshot.ledger().on_node(node).iter().find(|e| {
@@ -588,13 +642,15 @@ fn colocation_conflict(
                 && e.labels.get(&rule.label_key) == Some(value)
         });
         if let Some(other) = other {
-            return Some(format!(
+            let _ = write!(
+                reasons,
                 "anti-colocation {}={} with {}/{}",
                 rule.label_key, value, other.namespace, other.name
-            ));
+            );
+            return true;
         }
     }
-    None
+    false
 }
 
 pub fn filter(

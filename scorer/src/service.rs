@@ -105,7 +105,7 @@ impl Scorer {
         let candidates = if all_nodes { Candidates::All } else { Candidates::Names(&names) };
         let evaluation = self.evaluate(&generation, &pod, candidates, now);
         drop(generation);
-        let rejected = evaluation.rejected.iter().map(|(i, r)| (names[*i].clone(), r.clone()));
+        let rejected = evaluation.rejected.iter().map(|(i, r)| (names[i].clone(), r.to_owned()));
         let mut response = pb::EvaluateResponse {
             rejected: rejected.collect(),
             unknown_node_score: evaluation.unknown_node_score,
@@ -219,8 +219,8 @@ impl Scorer {
 pub(crate) struct Evaluation {
     /// Per name: its score, `None` when rejected.
     pub scores: Vec<Option<i32>>,
-    /// (index into the names, reason), in index order.
-    pub rejected: Vec<(usize, String)>,
+    /// The rejected names (by index) and why, in index order.
+    pub rejected: engine::Rejections,
     pub unknown_node_score: i32,
 }
 

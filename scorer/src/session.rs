@@ -164,9 +164,11 @@ fn evaluate(scorer: &Scorer, request: pb::SessionEvaluate) -> Vec<pb::SessionRes
         Ok(pod) => {
             let evaluation = scorer.evaluate(&generation, &pod, Candidates::All, now);
             answer.scores = evaluation.scores.iter().map(|s| s.unwrap_or(-1)).collect();
-            for (index, reason) in evaluation.rejected {
+            answer.rejected_indexes.reserve(evaluation.rejected.len());
+            answer.rejected_reasons.reserve(evaluation.rejected.len());
+            for (index, reason) in evaluation.rejected.iter() {
                 answer.rejected_indexes.push(index as u32);
-                answer.rejected_reasons.push(reason);
+                answer.rejected_reasons.push(reason.to_owned());
             }
             answer.unknown_node_score = evaluation.unknown_node_score;
             timer.finish("OK");

@@ -4,7 +4,9 @@
 //! before: `filter`, then `score` of the feasible names, then the score of an unknown node.
 //! `evaluate` is bit for bit equal to it (the property test `evaluate_matches_reference`
 //! compares them over random snapshots, ledgers, pods and policies), and falls back to it
-//! for a table prepared for a policy of another shape.
+//! for a table prepared for a policy of another shape. Most requests are answered over the
+//! table's columns (`columns.rs`); a `maxOfCandidates` metric or a Crane curve takes the
+//! row path here.
 
 use smallvec::SmallVec;
 
@@ -29,12 +31,52 @@ pub enum Candidates<'a> {
 pub struct Evaluation {
     /// Per candidate, in order: its score, `None` when rejected.
     pub scores: Vec<Option<i64>>,
-    /// (index into the candidates, reason), in index order.
-    pub rejected: Vec<(usize, String)>,
+    /// The rejected candidates and why, in index order.
+    pub rejected: Rejections,
     /// The score of a node the snapshot does not know.
     pub unknown_node_score: i64,
     /// Filter's counters (what the scorer counted for an Evaluate before).
     pub stats: Stats,
+}
+
+/// The rejected candidates of an Evaluate, each with its reason: all the reasons in one
+/// string (at 5,000 nodes a string per rejected node was a malloc and its growth each, a
+/// quarter of an Evaluate), handed out as `&str`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rejections {
+    /// Per rejected candidate: its index and where its reason ends in `text`.
+    ends: Vec<(usize, usize)>,
+    text: String,
+}
+
+impl Rejections {
+    /// (index into the candidates, reason), in index order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (usize, &str)> + '_ {
+        (0..self.ends.len()).map(|k| {
+            let start = k.checked_sub(1).map_or(0, |before| self.ends[before].1);
+            let (index, end) = self.ends[k];
+            (index, &self.text[start..end])
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Appends candidate `index`'s reason, which `write` appends to the string it is given;
+    /// `write` returns whether the candidate is rejected (nothing is kept when it is not).
+    #[inline]
+    fn push_with(&mut self, index: usize, write: impl FnOnce(&mut String) -> bool) -> bool {
+        let rejected = write(&mut self.text);
+        if rejected {
+            self.ends.push((index, self.text.len()));
+        }
+        rejected
+    }
 }
 
 /// Evaluate the way the scorer did before the prepared table: `filter` over `names`, then
@@ -48,20 +90,34 @@ pub fn evaluate_reference(
     now: UnixMillis,
 ) -> Evaluation {
     let verdicts = filter(policy, snapshot, pod, names, now);
-    let mut rejected = Vec::new();
+    let mut rejected = Rejections::default();
     let mut feasible = Vec::with_capacity(names.len());
     for (i, (name, verdict)) in names.iter().zip(verdicts.rejections).enumerate() {
         match verdict {
-            Some(reason) => rejected.push((i, reason)),
+            Some(reason) => {
+                rejected.push_with(i, |text| {
+                    text.push_str(&reason);
+                    true
+                });
+            }
             None => feasible.push(name.clone()),
         }
     }
     let scored = score(policy, snapshot, pod, &feasible, now, false);
     let mut feasible_scores = scored.scores.into_iter().map(|s| s.score);
-    let mut next_rejected = rejected.iter().map(|(i, _)| *i).peekable();
-    let scores = (0..names.len())
-        .map(|i| if next_rejected.next_if_eq(&i).is_some() { None } else { feasible_scores.next() })
-        .collect();
+    let scores =
+        {
+            let mut next_rejected = rejected.iter().map(|(i, _)| i).peekable();
+            (0..names.len())
+                .map(|i| {
+                    if next_rejected.next_if_eq(&i).is_some() {
+                        None
+                    } else {
+                        feasible_scores.next()
+                    }
+                })
+                .collect()
+        };
     // An empty name is never a node (the scorer refuses it), so this is the score the
     // engine gives any node it does not know.
     let unknown = score(policy, snapshot, pod, &[String::new()], now, false);
@@ -91,17 +147,12 @@ pub fn evaluate(
         Candidates::All => table.len(),
         Candidates::Names(names) => names.len(),
     };
-    let candidate = |i: usize| -> (&str, Option<usize>) {
-        match candidates {
-            Candidates::All => (table.names()[i].as_str(), Some(i)),
-            Candidates::Names(names) => (names[i].as_str(), table.index_of(&names[i])),
-        }
-    };
+    let candidate = |i: usize| candidate(table, candidates, i);
     let mut request = Request::new(policy, snapshot, pod, now);
     let mut rows = Rows { table, incoming: Incoming::default() };
     let mut out = Evaluation {
         scores: Vec::with_capacity(count),
-        rejected: Vec::new(),
+        rejected: Rejections::default(),
         unknown_node_score: 0,
         stats: Stats::default(),
     };
@@ -110,23 +161,13 @@ pub fn evaluate(
     // feasible candidates): with one, judge everything first, then score; without, the
     // predictions are the same for both and one pass does.
     let two_pass = request.has_relative;
-    for i in 0..count {
-        let (node, row) = candidate(i);
-        let mut known = false;
-        let reason = request.judge_with(node, &mut predictions, &mut out.stats, |p, stats| {
-            known = rows.predict(&request, node, row, p, stats);
-            known
-        });
-        match reason {
-            Some(reason) => {
-                out.rejected.push((i, reason));
-                out.scores.push(None);
-            }
-            None if two_pass => out.scores.push(Some(0)),
-            None => {
-                let predictions = known.then_some(predictions.as_slice());
-                out.scores.push(Some(rows.score(&request, node, predictions)));
-            }
+    if columns::apply(&request) {
+        let all = matches!(candidates, Candidates::All);
+        columns::evaluate(&request, &mut rows, count, all, candidate, &mut out);
+    } else {
+        for i in 0..count {
+            let (node, row) = candidate(i);
+            rows.judge_one(&request, i, node, row, two_pass, &mut predictions, &mut out);
         }
     }
     if two_pass {
@@ -141,6 +182,19 @@ pub fn evaluate(
     }
     out.unknown_node_score = request.rounded(request.combine(None, None));
     out
+}
+
+/// Candidate `i`'s name and row (`None`: the table has no row for it).
+#[inline]
+fn candidate<'a>(
+    table: &'a Prepared,
+    candidates: Candidates<'a>,
+    i: usize,
+) -> (&'a str, Option<usize>) {
+    match candidates {
+        Candidates::All => (table.names()[i].as_str(), Some(i)),
+        Candidates::Names(names) => (names[i].as_str(), table.index_of(&names[i])),
+    }
 }
 
 /// The request's view of the table: predictions from a row, or from the snapshot for a
@@ -177,15 +231,18 @@ impl Rows<'_> {
         let head = self.table.head(row);
         let capacity = head.capacity;
         let mut capped = false;
-        let computed;
-        let ledger: &[(f64, f64)] = if head.shares_valid_at(request.now) {
+        let ledger: SmallVec<[(f64, f64); 4]> = if head.shares_valid_at(request.now) {
             capped = head.ledger_capped;
-            self.table.shares(row)
+            (0..request.absorb_windows.len())
+                .map(|w| {
+                    let (cpu, memory) = self.table.share_columns(w);
+                    (cpu[row], memory[row])
+                })
+                .collect()
         } else {
             // The same placements no longer count as when the row was made: the snapshot's.
             let slot = request.snapshot.slot(node).expect("a known row has a slot");
-            computed = request.ledger_shares(slot, capacity, &mut capped);
-            &computed
+            request.ledger_shares(slot, capacity, &mut capped)
         };
         if self.incoming.capacity != Some(capacity) {
             let mut incoming_capped = false;
@@ -196,9 +253,9 @@ impl Rows<'_> {
         let (cpu_incoming, memory_incoming) = self.incoming.shares;
         stats.capped_estimates += usize::from(capped || self.incoming.capped);
         let mut stale = false;
-        out.extend(request.metrics.iter().zip(self.table.cells(row)).map(|(metric, cell)| {
-            let observed =
-                cell.fresh(request.now, metric.max_age).map(|level| observed_level(metric, level));
+        out.extend(request.metrics.iter().enumerate().map(|(k, metric)| {
+            let observed = (self.table.column(k).fresh(row, request.now, metric.max_age))
+                .map(|level| observed_level(metric, level));
             stale |= observed.is_none();
             let (cpu, memory) = ledger.get(metric.window).copied().unwrap_or_default();
             let (ledger, incoming) = match metric.resource {
@@ -210,6 +267,38 @@ impl Rows<'_> {
         }));
         stats.stale_nodes += usize::from(stale);
         true
+    }
+
+    /// Candidate `i`'s verdict, and its score unless `two_pass` (then 0 until the second
+    /// pass), appended to `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn judge_one(
+        &mut self,
+        request: &Request<'_>,
+        i: usize,
+        node: &str,
+        row: Option<usize>,
+        two_pass: bool,
+        predictions: &mut Vec<Prediction>,
+        out: &mut Evaluation,
+    ) {
+        let mut known = false;
+        let stats = &mut out.stats;
+        let rejected = out.rejected.push_with(i, |reasons| {
+            let predict = |p: &mut Vec<Prediction>, stats: &mut Stats| {
+                known = self.predict(request, node, row, p, stats);
+                known
+            };
+            request.judge_into(node, predictions, stats, predict, reasons)
+        });
+        if rejected {
+            out.scores.push(None);
+        } else if two_pass {
+            out.scores.push(Some(0));
+        } else {
+            let predictions = known.then_some(predictions.as_slice());
+            out.scores.push(Some(self.score(request, node, predictions)));
+        }
     }
 
     /// A feasible candidate's score from its predictions (`score`'s arithmetic).
@@ -240,7 +329,7 @@ impl Rows<'_> {
                     continue;
                 }
                 let level = match (row, state) {
-                    (Some(r), _) => self.table.cells(r)[k].fresh(request.now, metric.max_age),
+                    (Some(r), _) => self.table.column(k).fresh(r, request.now, metric.max_age),
                     (None, Some(state)) => request.fresh_level(metric, state),
                     (None, None) => None,
                 };
@@ -255,5 +344,6 @@ impl Rows<'_> {
     }
 }
 
+mod columns;
 #[cfg(test)]
 mod tests;

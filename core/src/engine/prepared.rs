@@ -2,11 +2,13 @@
 //! instead of once per request (issue 19 item 2): per policy metric the observed value in
 //! percent and its sample time, per absorb window the ledger's share of the node's capacity,
 //! and the capacity itself. A request then adds the incoming pod's share and runs the curve
-//! ([`super::evaluate`]); it reads the rows in order, in three flat arrays, instead of probing
-//! a ~330-byte hash-table slot per candidate (the cache misses BENCHMARKS.md §1 measured).
+//! ([`super::evaluate`]); it reads the rows in order, one flat column per metric and window,
+//! instead of probing a ~330-byte hash-table slot per candidate (the cache misses
+//! BENCHMARKS.md §1 measured).
 //!
-//! Freshness is decided per request (one subtraction and compare per metric, from the sample
-//! time kept in the row), so a row never goes stale by itself. The ledger share is valid
+//! Freshness is decided per request, so a row never goes stale by itself: once per metric
+//! column when the column's time bounds say every sample is fresh at `now` (a metric
+//! refresh stamps every node alike), else one subtraction and compare per row. The ledger share is valid
 //! while the same placements count: each row keeps the interval of `now` over which that
 //! holds, and a request outside it computes the share from the snapshot as before. Answers
 //! are the same bit for bit as `filter` + `score` (a property test compares them).
@@ -69,6 +71,9 @@ pub(super) struct Head {
     /// rebuilds on such changes; until then the row is answered from the snapshot).
     pub(super) known: bool,
     pub(super) capacity: Capacity,
+    /// Index of `capacity` in `Prepared::capacities`: a request computes the incoming pod's
+    /// share once per distinct capacity.
+    pub(super) class: u32,
     /// A ledger share capped at 100 % (counted in `Stats::capped_estimates`).
     pub(super) ledger_capped: bool,
     /// The shares hold for `now` in `[valid_from, valid_until)`.
@@ -80,6 +85,7 @@ impl Head {
     const UNKNOWN: Head = Head {
         known: false,
         capacity: Capacity { cpu_millis: 0, memory_bytes: 0 },
+        class: 0,
         ledger_capped: false,
         valid_from: i64::MAX,
         valid_until: i64::MIN,
@@ -92,21 +98,56 @@ impl Head {
     }
 }
 
-/// One metric on one node: the observed value in percent (`NaN`: no sample) and its time.
+/// What is known of every row's sample time of one metric column: no row lacks a sample
+/// (`missing == 0`) and all times lie in `[oldest, newest]` decide freshness for the whole
+/// column with one compare per request. `oldest`/`newest` may be wider than the rows' (a
+/// row update only widens them; a large update recomputes them), never narrower.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Cell {
-    level: f64,
-    at: UnixMillis,
+struct Bounds {
+    /// Rows whose cell has no sample (`NaN`).
+    missing: usize,
+    oldest: i64,
+    newest: i64,
 }
 
-impl Cell {
-    const MISSING: Cell = Cell { level: f64::NAN, at: UnixMillis(0) };
+impl Bounds {
+    const EMPTY: Bounds = Bounds { missing: 0, oldest: i64::MAX, newest: i64::MIN };
 
-    /// `Request::fresh_level` of this cell: the level when a sample is there and young enough.
+    fn widen(&mut self, at: i64) {
+        self.oldest = self.oldest.min(at);
+        self.newest = self.newest.max(at);
+    }
+}
+
+/// One metric column as a request reads it.
+pub(super) struct Column<'t> {
+    /// Per row: the observed value in percent, `NaN` for no sample.
+    pub(super) levels: &'t [f64],
+    /// Per row: the sample time (meaningless where the level is `NaN`).
+    pub(super) ats: &'t [i64],
+    bounds: Bounds,
+}
+
+impl Column<'_> {
+    /// Whether every row's sample is there and `now.since(at) <= max_age`: then
+    /// [`fresh`](Self::fresh) is true for every row.
+    pub(super) fn all_fresh(&self, now: UnixMillis, max_age: Millis) -> bool {
+        let Bounds { missing, oldest, newest } = self.bounds;
+        // With both ends' ages representable, every row's age is, and the oldest is the
+        // largest.
+        missing == 0
+            && (self.levels.is_empty()
+                || now.0.checked_sub(newest).is_some()
+                    && now.0.checked_sub(oldest).is_some_and(|age| age <= max_age.0))
+    }
+
+    /// `Request::fresh_level` of row `row`: the level when a sample is there and young
+    /// enough.
     #[inline]
-    pub(super) fn fresh(&self, now: UnixMillis, max_age: Millis) -> Option<f64> {
+    pub(super) fn fresh(&self, row: usize, now: UnixMillis, max_age: Millis) -> Option<f64> {
         // A present level is never NaN: `(value × to_percent).max(0.0)` turns NaN into 0.
-        (!self.level.is_nan() && now.since(self.at) <= max_age).then_some(self.level)
+        let level = self.levels[row];
+        (!level.is_nan() && now.since(UnixMillis(self.ats[row])) <= max_age).then_some(level)
     }
 }
 
@@ -118,10 +159,18 @@ pub struct Prepared {
     names: Vec<String>,
     index: FastMap<String, u32>,
     heads: Vec<Head>,
-    /// `names.len() × metrics`, row-major.
-    cells: Vec<Cell>,
-    /// `names.len() × windows`, row-major: (cpu, memory) ledger share in percent.
-    shares: Vec<(f64, f64)>,
+    /// The distinct capacities of the rows (`Head::class`), and their indexes.
+    capacities: Vec<Capacity>,
+    classes: FastMap<(i64, i64), u32>,
+    /// `metrics × names.len()`, column-major (one column per metric, in row order), so a
+    /// request reads each metric as one straight array: levels in percent (`NaN`: no
+    /// sample) and sample times.
+    levels: Vec<f64>,
+    ats: Vec<i64>,
+    bounds: Vec<Bounds>,
+    /// `windows × names.len()`, column-major: the ledger's cpu and memory share in percent.
+    cpu_shares: Vec<f64>,
+    memory_shares: Vec<f64>,
     /// The earliest `valid_until` of any row: before it no row needs refreshing.
     next_expiry: i64,
 }
@@ -134,11 +183,17 @@ impl Prepared {
         names.sort_unstable();
         let shape = Shape::of(policy);
         let rows = names.len();
+        let (metrics, windows) = (shape.metrics.len(), shape.windows.len());
         let mut table = Prepared {
             index: names.iter().enumerate().map(|(i, n)| (n.clone(), i as u32)).collect(),
             heads: vec![Head::UNKNOWN; rows],
-            cells: vec![Cell::MISSING; rows * shape.metrics.len()],
-            shares: vec![(0.0, 0.0); rows * shape.windows.len()],
+            capacities: Vec::new(),
+            classes: FastMap::default(),
+            levels: vec![f64::NAN; rows * metrics],
+            ats: vec![0; rows * metrics],
+            bounds: vec![Bounds { missing: rows, ..Bounds::EMPTY }; metrics],
+            cpu_shares: vec![0.0; rows * windows],
+            memory_shares: vec![0.0; rows * windows],
             names,
             shape,
             next_expiry: i64::MAX,
@@ -188,6 +243,15 @@ impl Prepared {
                 self.fill(row, policy, snapshot, now);
             }
         }
+        // A metric refresh touches every row: tighten the columns' time bounds again (a
+        // Reserve touches one row and leaves them as they were).
+        if changes.nodes.len() >= self.len() / 8 {
+            self.recompute_bounds();
+        }
+        // Capacities that changed leave classes no row has: drop them now and then.
+        if self.capacities.len() > 2 * self.len() + 64 {
+            self.compact_classes();
+        }
         self.refresh_expired(policy, snapshot, now);
         false
     }
@@ -218,14 +282,62 @@ impl Prepared {
         &self.heads[row]
     }
 
-    pub(super) fn cells(&self, row: usize) -> &[Cell] {
-        let m = self.shape.metrics.len();
-        &self.cells[row * m..(row + 1) * m]
+    pub(super) fn capacities(&self) -> &[Capacity] {
+        &self.capacities
     }
 
-    pub(super) fn shares(&self, row: usize) -> &[(f64, f64)] {
-        let w = self.shape.windows.len();
-        &self.shares[row * w..(row + 1) * w]
+    /// Metric `k`'s column.
+    pub(super) fn column(&self, k: usize) -> Column<'_> {
+        let rows = self.names.len();
+        Column {
+            levels: &self.levels[k * rows..(k + 1) * rows],
+            ats: &self.ats[k * rows..(k + 1) * rows],
+            bounds: self.bounds[k],
+        }
+    }
+
+    /// The ledger's (cpu, memory) share columns of absorb window `w`.
+    pub(super) fn share_columns(&self, w: usize) -> (&[f64], &[f64]) {
+        let rows = self.names.len();
+        (&self.cpu_shares[w * rows..(w + 1) * rows], &self.memory_shares[w * rows..(w + 1) * rows])
+    }
+
+    /// The exact bounds of every column.
+    fn recompute_bounds(&mut self) {
+        let rows = self.names.len();
+        for (k, bounds) in self.bounds.iter_mut().enumerate() {
+            *bounds = Bounds::EMPTY;
+            let column = k * rows..(k + 1) * rows;
+            for (level, at) in self.levels[column.clone()].iter().zip(&self.ats[column]) {
+                if level.is_nan() {
+                    bounds.missing += 1;
+                } else {
+                    bounds.widen(*at);
+                }
+            }
+        }
+    }
+
+    /// The classes of the rows' capacities only.
+    fn compact_classes(&mut self) {
+        (self.capacities, self.classes) = (Vec::new(), FastMap::default());
+        for row in 0..self.heads.len() {
+            if self.heads[row].known {
+                self.heads[row].class = self.class_of(self.heads[row].capacity);
+            }
+        }
+    }
+
+    /// The class of `capacity`, added when new.
+    fn class_of(&mut self, capacity: Capacity) -> u32 {
+        let key = (capacity.cpu_millis, capacity.memory_bytes);
+        if let Some(&class) = self.classes.get(&key) {
+            return class;
+        }
+        let class = self.capacities.len() as u32;
+        self.capacities.push(capacity);
+        self.classes.insert(key, class);
+        class
     }
 
     /// Recomputes row `row` from the snapshot.
@@ -235,25 +347,35 @@ impl Prepared {
             self.heads[row] = Head::UNKNOWN;
             return;
         };
-        let m = self.shape.metrics.len();
-        for (cell, metric) in self.cells[row * m..(row + 1) * m].iter_mut().zip(&policy.metrics) {
-            *cell = match snapshot.metric_id(&metric.name).and_then(|id| state.sample(id)) {
-                Some(s) => Cell { level: (s.value * metric.to_percent).max(0.0), at: s.at },
-                None => Cell::MISSING,
+        let rows = self.names.len();
+        for (k, metric) in policy.metrics.iter().enumerate() {
+            let cell = k * rows + row;
+            let (level, at) = match snapshot.metric_id(&metric.name).and_then(|id| state.sample(id))
+            {
+                Some(s) => ((s.value * metric.to_percent).max(0.0), s.at.0),
+                None => (f64::NAN, 0),
             };
+            let bounds = &mut self.bounds[k];
+            bounds.missing -= usize::from(self.levels[cell].is_nan());
+            if level.is_nan() {
+                bounds.missing += 1;
+            } else {
+                bounds.widen(at);
+            }
+            (self.levels[cell], self.ats[cell]) = (level, at);
         }
         let capacity = state.capacity;
         let mut head = Head {
             known: true,
             capacity,
+            class: self.class_of(capacity),
             ledger_capped: false,
             valid_from: i64::MIN,
             valid_until: i64::MAX,
         };
-        let w = self.shape.windows.len();
-        let shape = &self.shape;
-        for (share, window) in self.shares[row * w..(row + 1) * w].iter_mut().zip(&shape.windows) {
-            *share = ledger_share(shape, slot, capacity, *window, now, &mut head);
+        for (w, window) in self.shape.windows.iter().enumerate() {
+            let (cpu, memory) = ledger_share(&self.shape, slot, capacity, *window, now, &mut head);
+            (self.cpu_shares[w * rows + row], self.memory_shares[w * rows + row]) = (cpu, memory);
         }
         self.heads[row] = head;
         self.next_expiry = self.next_expiry.min(head.valid_until);

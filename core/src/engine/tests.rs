@@ -428,16 +428,28 @@ fn reasons_print_one_decimal_rounded_half_away_from_zero() {
         push_one_decimal(&mut out, v);
         out
     };
-    assert_eq!(formatted(71.3), "71.3");
-    assert_eq!(formatted(72.25), "72.3");
-    assert_eq!(formatted(65.04), "65.0");
-    assert_eq!(formatted(100.0), "100.0");
-    assert_eq!(formatted(0.04), "0.0");
-    assert_eq!(formatted(-1.25), "-1.3");
-    assert_eq!(formatted(1e20), "100000000000000000000.0");
-    assert_eq!(formatted(f64::NAN), "NaN");
-    // Every tenth from -500.0 to 500.0 reads back as the number it prints.
-    for tenths in -5000i64..=5000 {
+    let cases = [
+        (71.3, "71.3"),
+        (72.25, "72.3"),
+        (65.04, "65.0"),
+        (100.0, "100.0"),
+        (0.04, "0.0"),
+        (-1.25, "-1.3"),
+        (1e20, "100000000000000000000.0"),
+        (f64::NAN, "NaN"),
+        // Either side of the in-order path's range (0.0 ..= 999.9) and its digit counts.
+        (9.96, "10.0"),
+        (99.95, "100.0"),
+        (999.9, "999.9"),
+        (999.95, "1000.0"),
+        (12345.67, "12345.7"),
+        (-0.04, "0.0"),
+    ];
+    for (value, text) in cases {
+        assert_eq!(formatted(value), text, "{value}");
+    }
+    // Every tenth from -500.0 to 1500.0 reads back as the number it prints.
+    for tenths in -5000i64..=15000 {
         let text = formatted(tenths as f64 / 10.0);
         let parsed: f64 = text.parse().unwrap();
         assert_eq!((parsed * 10.0).round() as i64, tenths, "{text}");
@@ -448,9 +460,9 @@ fn reasons_print_one_decimal_rounded_half_away_from_zero() {
 #[test]
 fn digits_are_written_like_display() {
     for n in [0, 1, 9, 10, 99, 100, 12_345, 100_000_000_000_000, u64::MAX] {
-        let mut out = String::from("x");
-        push_digits(&mut out, n);
-        assert_eq!(out, format!("x{n}"));
+        let mut digits = [0u8; 20];
+        let start = write_digits(&mut digits, n);
+        assert_eq!(&digits[start..], n.to_string().as_bytes());
     }
 }
 

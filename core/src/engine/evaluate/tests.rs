@@ -21,7 +21,10 @@ const NOW: UnixMillis = UnixMillis(1_800_000_000_000);
 const NODES: usize = 12;
 
 /// The shipped policy, the six example policies, and shapes none of them has: Crane with
-/// hot values, a stale filter that rejects, anti-colocation, truncation, the ledger off.
+/// hot values, a stale filter that rejects, anti-colocation, truncation, the ledger off;
+/// and the same without a Crane policy curve or a maxOfCandidates metric, which the
+/// column pass (`columns.rs`) answers: per-metric curves,
+/// higherIsBetter, a metric of no resource with a threshold, a zero weight.
 fn policies() -> Vec<Policy> {
     let texts = [
         include_str!("../../../../deploy/policy/policy.yaml"),
@@ -48,6 +51,25 @@ metrics:
 curve: {kind: leastUsed}
 rounding: truncate
 ledger: {enabled: false}
+",
+        "\
+metrics:
+  - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 0.3, filterAbove: 50}
+  - {name: mem_used, resource: memory, query: q, period: 1m, weight: 1, filterAbove: 60, window: 5m, direction: higherIsBetter, curve: {kind: leastUsed}}
+  - {name: net, resource: other, query: q, period: 1m, weight: 0.5, unit: bytesPerSecond, max: 1e8, filterAbove: 80, curve: {kind: leastUsed}}
+  - {name: cpu_1h, resource: cpu, query: q, period: 5m, weight: 0.2, curve: {kind: waterLevel, target: 70}}
+curve: {kind: waterLevel, target: 30}
+stale: {filter: reject, score: 30}
+antiColocation: [{labelKey: app}]
+rounding: truncate
+",
+        "\
+metrics:
+  - {name: cpu, resource: cpu, query: q, period: 30s, weight: 0, filterAbove: 20}
+  - {name: memory, resource: memory, query: q, period: 30s, weight: 1, filterAbove: 30}
+curve: {kind: leastUsed}
+combine: weightedMean
+stale: {filter: reject, score: 70}
 ",
     ];
     let mut policies: Vec<Policy> = texts.iter().map(|t| parse_policy(t).unwrap()).collect();
@@ -286,7 +308,7 @@ fn a_reserve_updates_one_row_and_its_load_counts_until_absorbed() {
     // a: 30 + 25 + 10.625 = 65.625 > 50 → rejected; b unchanged.
     let at_now = evaluate(&policy, &snap, &table, &pod, Candidates::All, NOW);
     assert_eq!(at_now.scores, vec![None, Some(59)]);
-    assert_eq!(at_now.rejected, vec![(0, "cpu 65.6% > 50%".to_string())]);
+    assert_eq!(at_now.rejected.iter().collect::<Vec<_>>(), [(0, "cpu 65.6% > 50%")]);
     // Once the window has passed the placement no longer counts, whether or not the row
     // was refreshed since.
     let later = NOW.plus(window);
