@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
-use crate::args::{Args, Command, FootprintArgs, HttpArgs, LoadArgs, RpcArgs};
+use crate::args::{Args, Command, FootprintArgs, HttpArgs, LoadArgs, RpcArgs, SessionArgs};
 use crate::load::{self, Outcome};
 use crate::procs::{ProcStat, Stack};
 use crate::report;
@@ -20,6 +20,7 @@ pub async fn run(args: Args) -> Result<()> {
         Command::Filter(rpc) => ("filter", grpc(rpc, Verb::Filter, progress).await?),
         Command::Evaluate(rpc) => ("evaluate", grpc(rpc, Verb::Evaluate, progress).await?),
         Command::Reserve(rpc) => ("reserve", grpc(rpc, Verb::Reserve, progress).await?),
+        Command::Session(s) => ("session", session(s, progress).await?),
         Command::ExtenderPrioritize(h) => {
             ("extender-prioritize", extender(h, true, progress).await?)
         }
@@ -167,6 +168,60 @@ async fn grpc(rpc: &RpcArgs, verb: Verb, progress: bool) -> Result<Value> {
     result["explain"] = json!(rpc.explain);
     result["all_nodes"] = json!(rpc.all_nodes);
     result["scores_only"] = json!(rpc.scores_only);
+    if let Some(server) = &server {
+        report::print_server(server);
+        result["scorer"] = server.clone();
+    }
+    if let Some(stack) = &stack {
+        result["processes"] = print_procs(stack);
+    }
+    Ok(result)
+}
+
+/// Session cycles over --concurrency streams (one per worker: a worker takes a free stream,
+/// runs one cycle on it and gives it back).
+async fn session(s: &SessionArgs, progress: bool) -> Result<Value> {
+    let stack = if s.spawn.spawn { Some(Stack::start(&s.spawn, false).await?) } else { None };
+    let url = stack.as_ref().map(|st| st.scorer.url()).unwrap_or_else(|| s.scorer_url.clone());
+    let admin = stack.as_ref().map(|st| st.scorer.admin_url()).or_else(|| s.scorer_admin.clone());
+    let cluster = s.spawn.cluster_nodes;
+    let streams = s.load.concurrency.max(1);
+    let clients = targets::connect(&url, s.load.connections).await?;
+    let mut free = Vec::with_capacity(streams);
+    for k in 0..streams {
+        free.push(targets::Session::open(clients[k % clients.len()].clone(), cluster).await?);
+    }
+    let free = std::sync::Arc::new(std::sync::Mutex::new(free));
+    let method = "Session.Evaluate";
+    let before = match &admin {
+        Some(a) => Some(report::scrape_buckets(a, SCORER_HISTOGRAM, method).await?),
+        None => None,
+    };
+    let outcome = load::drive(&s.load, "Session", progress, move |i| {
+        let free = free.clone();
+        async move {
+            // As many streams as workers: one is free unless a timed-out cycle took it.
+            let taken = free.lock().map_err(|_| "session: pool poisoned".to_owned())?.pop();
+            let mut stream = taken.ok_or("session: no stream left (an earlier cycle timed out)")?;
+            let result = stream.cycle(i).await;
+            if result.is_ok() {
+                free.lock().map_err(|_| "session: pool poisoned".to_owned())?.push(stream);
+            }
+            result
+        }
+    })
+    .await;
+    let server = match (&admin, before) {
+        (Some(a), Some(before)) => {
+            let after = report::scrape_buckets(a, SCORER_HISTOGRAM, method).await?;
+            report::server_summary(&before, &after)
+        }
+        _ => None,
+    };
+    let title = format!("Session Reserve + Evaluate of all {cluster} nodes, {streams} stream(s)");
+    report::print_outcome(&title, &outcome);
+    let mut result = report::outcome_json(&outcome);
+    result["load"] = load_json(&s.load, cluster);
     if let Some(server) = &server {
         report::print_server(server);
         result["scorer"] = server.clone();
