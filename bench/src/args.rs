@@ -203,6 +203,10 @@ pub struct SessionArgs {
     #[arg(long)]
     pub scorer_admin: Option<String>,
 
+    /// Evaluates only, no Reserve before each (what the Reserve costs the round trip).
+    #[arg(long)]
+    pub without_reserve: bool,
+
     #[command(flatten)]
     pub load: LoadArgs,
 

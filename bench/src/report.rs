@@ -158,3 +158,32 @@ pub fn append_json(path: Option<&Path>, value: &Value) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scrape_sums_the_outcome_series_of_one_method() {
+        let m = "waterline_scorer_grpc_request_duration_seconds";
+        let text = format!(
+            "{m}_bucket{{method=\"Session.Evaluate\",code=\"OK\",le=\"0.001\"}} 3\n\
+             {m}_bucket{{method=\"Session.Evaluate\",code=\"OK\",le=\"+Inf\"}} 4\n\
+             {m}_bucket{{method=\"Session.Evaluate\",code=\"INVALID_ARGUMENT\",le=\"0.001\"}} 1\n\
+             {m}_bucket{{method=\"Session.Evaluate\",code=\"INVALID_ARGUMENT\",le=\"+Inf\"}} 1\n\
+             {m}_sum{{method=\"Session.Evaluate\",code=\"OK\"}} 0.008\n\
+             {m}_sum{{method=\"Session.Evaluate\",code=\"INVALID_ARGUMENT\"}} 0.0005\n\
+             {m}_bucket{{method=\"Evaluate\",code=\"OK\",le=\"+Inf\"}} 9\n\
+             {m}_sum{{method=\"Evaluate\",code=\"OK\"}} 1.0\n"
+        );
+        let before = Buckets::default();
+        let after = parse_buckets(&text, m, "Session.Evaluate");
+        let summary = server_summary(&before, &after).expect("requests seen");
+        // 4 OK + 1 INVALID_ARGUMENT; Evaluate's series are another method.
+        assert_eq!(summary["requests"], 5);
+        // (0.008 + 0.0005) s over 5 requests = 1.7 ms.
+        assert!((summary["mean_ms"].as_f64().unwrap() - 1.7).abs() < 1e-9, "{summary}");
+        // 3 + 1 of the 5 within 1 ms.
+        assert_eq!(summary["share_within_0_977ms"], 0.8);
+    }
+}

@@ -367,12 +367,15 @@ pub struct Session {
     table_len: usize,
     run_id: u64,
     cluster: usize,
+    reserve: bool,
 }
 
 impl Session {
+    /// `reserve: false` leaves out the Reserves (Evaluates only).
     pub async fn open(
         mut client: ScorerServiceClient<Channel>,
         cluster: usize,
+        reserve: bool,
     ) -> anyhow::Result<Self> {
         // One message in flight each way at most per cycle: a small buffer is enough.
         let (tx, rx) = tokio::sync::mpsc::channel(16);
@@ -381,7 +384,7 @@ impl Session {
             .await
             .context("opening a Session stream")?
             .into_inner();
-        Ok(Session { tx, rx, generation: 0, table_len: 0, run_id: run_id(), cluster })
+        Ok(Session { tx, rx, generation: 0, table_len: 0, run_id: run_id(), cluster, reserve })
     }
 
     async fn send(&self, message: pb::session_request::Message) -> Result<(), String> {
@@ -395,7 +398,7 @@ impl Session {
     pub async fn cycle(&mut self, i: u64) -> Result<(), String> {
         use pb::session_request::Message as In;
         use pb::session_response::Message as Out;
-        if let Some(previous) = i.checked_sub(1) {
+        if let Some(previous) = i.checked_sub(1).filter(|_| self.reserve) {
             self.send(In::Reserve(pb::SessionReserve {
                 sequence: previous + 1,
                 pod: Some(pod(&reserve_uid(self.run_id, previous), "")),

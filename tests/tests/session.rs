@@ -113,12 +113,20 @@ async fn evaluation(
     }
 }
 
+/// A Session stream to `scorer`: the sender of its requests (holding `buffer`) and its answers.
+async fn open_session(
+    scorer: &Service,
+    buffer: usize,
+) -> Result<(mpsc::Sender<pb::SessionRequest>, tonic::Streaming<pb::SessionResponse>)> {
+    let (tx, rx) = mpsc::channel(buffer);
+    let answers = scorer.scorer_client().await?.session(ReceiverStream::new(rx)).await?;
+    Ok((tx, answers.into_inner()))
+}
+
 #[tokio::test]
 async fn a_session_orders_reserves_before_the_next_evaluate() -> Result<()> {
     let (_dir, _collector, scorer) = stack().await?;
-    let mut client = scorer.scorer_client().await?;
-    let (tx, rx) = mpsc::channel(16);
-    let mut answers = client.session(ReceiverStream::new(rx)).await?.into_inner();
+    let (tx, mut answers) = open_session(&scorer, 16).await?;
     let send = |message| pb::SessionRequest { message: Some(message) };
 
     tx.send(send(In::Evaluate(pb::SessionEvaluate {
@@ -200,9 +208,7 @@ async fn a_session_orders_reserves_before_the_next_evaluate() -> Result<()> {
 async fn a_session_reserve_with_provisional_ttl_expires_and_a_negative_one_places_nothing()
 -> Result<()> {
     let (_dir, _collector, scorer) = stack().await?;
-    let mut client = scorer.scorer_client().await?;
-    let (tx, rx) = mpsc::channel(16);
-    let mut answers = client.session(ReceiverStream::new(rx)).await?.into_inner();
+    let (tx, mut answers) = open_session(&scorer, 16).await?;
     let send = |message| pb::SessionRequest { message: Some(message) };
     let reserve = |sequence: u64, uid: usize, ttl: waterline_api::ProtoDuration| {
         send(In::Reserve(pb::SessionReserve {
@@ -258,9 +264,7 @@ async fn a_session_reserve_with_provisional_ttl_expires_and_a_negative_one_place
 #[tokio::test]
 async fn a_session_acks_in_batches_and_when_quiet_and_ends_when_the_client_does() -> Result<()> {
     let (_dir, _collector, scorer) = stack().await?;
-    let mut client = scorer.scorer_client().await?;
-    let (tx, rx) = mpsc::channel(256);
-    let mut answers = client.session(ReceiverStream::new(rx)).await?.into_inner();
+    let (tx, mut answers) = open_session(&scorer, 256).await?;
     // 130 Reserves and no Evaluate: the scorer's ACK_EVERY is 128, so one ack may cover at
     // most 128 of them (a batch ack, or an earlier idle one if the sends pause for
     // ACK_IDLE), and the last two are acknowledged only by the stream going quiet.
