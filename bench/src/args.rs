@@ -50,6 +50,14 @@ pub enum Command {
     /// ScorerService/Evaluate over gRPC: filter and score in one call (issue 19); with
     /// --all-nodes every node the scorer knows, as the plugin's Session asks.
     Evaluate(RpcArgs),
+    /// ScorerService/Session over gRPC, the way the scheduler plugin uses it: --concurrency
+    /// streams, each running cycles of a Reserve written without waiting (the previous
+    /// cycle's pod) then an Evaluate of every node, timed until its answer. Beside
+    /// `evaluate --all-nodes` (the unary call) at the same --concurrency it shows what the
+    /// stream adds or saves per round trip (BENCHMARKS.md §2). --nodes does not apply.
+    ///
+    ///   waterline-bench session --spawn --cluster-nodes 1000 --concurrency 1 --duration 10s
+    Session(SessionArgs),
     /// ScorerService/Reserve over gRPC, one new pod per request, spread over the cluster's
     /// nodes (fills the ledger; e.g. --requests 50000 for the RSS benchmark).
     Reserve(RpcArgs),
@@ -176,6 +184,28 @@ pub struct RpcArgs {
     /// extender adapter and the scheduler plugin send) instead of name + score pairs.
     #[arg(long, conflicts_with = "explain")]
     pub scores_only: bool,
+
+    #[command(flatten)]
+    pub load: LoadArgs,
+
+    #[command(flatten)]
+    pub spawn: SpawnArgs,
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct SessionArgs {
+    /// Scorer gRPC URL (ignored with --spawn).
+    #[arg(long, default_value = "http://127.0.0.1:50051", env = "WATERLINE_SCORER_URL")]
+    pub scorer_url: String,
+
+    /// Scorer admin URL, to read its own Session.Evaluate histogram (`/metrics`) before and
+    /// after the run; set automatically with --spawn.
+    #[arg(long)]
+    pub scorer_admin: Option<String>,
+
+    /// Evaluates only, no Reserve before each (what the Reserve costs the round trip).
+    #[arg(long)]
+    pub without_reserve: bool,
 
     #[command(flatten)]
     pub load: LoadArgs,

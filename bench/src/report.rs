@@ -50,16 +50,27 @@ pub fn print_outcome(title: &str, outcome: &Outcome) {
             .iter()
             .map(|(name, q)| format!("{name} {:.3}", ms(outcome.hist.value_at_quantile(*q))))
             .collect();
-        println!("  latency   {}  max {:.3}  (ms)", parts.join("  "), ms(outcome.hist.max()));
+        println!(
+            "  latency   {}  max {:.3}  mean {:.3}  (ms)",
+            parts.join("  "),
+            ms(outcome.hist.max()),
+            outcome.hist.mean() / 1e6
+        );
     }
     for (kind, n) in &outcome.error_kinds {
         println!("  error     {kind}: {n}");
     }
 }
 
-/// Cumulative bucket counts of one method's request-duration histogram, scraped from a
-/// server's `/metrics` (prometheus-client text): upper bound (seconds) → count.
-pub type Buckets = BTreeMap<u64, (f64, u64)>;
+/// One method's request-duration histogram, scraped from a server's `/metrics`
+/// (prometheus-client text): cumulative bucket counts by upper bound, and the sum.
+#[derive(Default)]
+pub struct Buckets {
+    /// Upper bound in nanoseconds (so the map sorts by it) → (bound in seconds, count).
+    counts: BTreeMap<u64, (f64, u64)>,
+    /// Seconds spent in all requests so far (`_sum`).
+    sum: f64,
+}
 
 pub async fn scrape_buckets(
     admin_url: &str,
@@ -67,30 +78,46 @@ pub async fn scrape_buckets(
     method: &str,
 ) -> anyhow::Result<Buckets> {
     let text = reqwest::get(format!("{admin_url}/metrics")).await?.text().await?;
-    let prefix = format!("{metric}_bucket{{");
+    Ok(parse_buckets(&text, metric, method))
+}
+
+fn parse_buckets(text: &str, metric: &str, method: &str) -> Buckets {
+    let bucket_prefix = format!("{metric}_bucket{{");
+    let sum_prefix = format!("{metric}_sum{{");
     let method_label = format!("method=\"{method}\"");
-    let mut buckets = Buckets::new();
-    for line in text.lines().filter(|l| l.starts_with(&prefix) && l.contains(&method_label)) {
+    let value = |line: &str| line.rsplit(' ').next().and_then(|c| c.parse::<f64>().ok());
+    let mut buckets = Buckets::default();
+    for line in text.lines().filter(|l| l.contains(&method_label)) {
+        if line.starts_with(&sum_prefix) {
+            // One series per outcome label: the sum over them.
+            buckets.sum += value(line).unwrap_or(0.0);
+            continue;
+        }
+        if !line.starts_with(&bucket_prefix) {
+            continue;
+        }
         let Some(le) = line.split("le=\"").nth(1).and_then(|r| r.split('"').next()) else {
             continue;
         };
-        let Some(count) = line.rsplit(' ').next().and_then(|c| c.parse::<f64>().ok()) else {
+        let Some(count) = value(line) else {
             continue;
         };
         let bound = if le == "+Inf" { f64::INFINITY } else { le.parse().unwrap_or(f64::INFINITY) };
-        // Key by the bound in nanoseconds so the map sorts by it.
         let key = if bound.is_finite() { (bound * 1e9) as u64 } else { u64::MAX };
-        buckets.insert(key, (bound, count as u64));
+        buckets.counts.entry(key).or_insert((bound, 0)).1 += count as u64;
     }
-    Ok(buckets)
+    buckets
 }
 
-/// Server-side view of a run from the difference of two scrapes: requests, the share
-/// answered within 1 ms, and the bucket bounds holding p50 and p99.
+/// Server-side view of a run from the difference of two scrapes: requests, their mean, the
+/// share answered within 1 ms, and the bucket bounds holding p50 and p99.
 pub fn server_summary(before: &Buckets, after: &Buckets) -> Option<Value> {
     let delta: Vec<(f64, u64)> = after
+        .counts
         .iter()
-        .map(|(k, (bound, n))| (*bound, n - before.get(k).map(|b| b.1).unwrap_or(0)))
+        .map(|(k, (bound, n))| {
+            (*bound, n.saturating_sub(before.counts.get(k).map(|b| b.1).unwrap_or(0)))
+        })
         .collect();
     let total = delta.last()?.1;
     if total == 0 {
@@ -104,6 +131,7 @@ pub fn server_summary(before: &Buckets, after: &Buckets) -> Option<Value> {
         delta.iter().filter(|(b, _)| *b <= 0.001).map(|(_, n)| *n).next_back().unwrap_or(0);
     Some(json!({
         "requests": total,
+        "mean_ms": (after.sum - before.sum) * 1e3 / total as f64,
         "share_within_0_977ms": within_1ms as f64 / total as f64,
         "p50_at_most_ms": bound_at(0.5),
         "p99_at_most_ms": bound_at(0.99),
@@ -114,9 +142,10 @@ pub fn print_server(summary: &Value) {
     let share = summary["share_within_0_977ms"].as_f64().unwrap_or(0.0);
     let p50 = summary["p50_at_most_ms"].as_f64().unwrap_or(f64::NAN);
     let p99 = summary["p99_at_most_ms"].as_f64().unwrap_or(f64::NAN);
+    let mean = summary["mean_ms"].as_f64().unwrap_or(f64::NAN);
     println!(
-        "  in scorer {} requests; p50 ≤ {p50:.3} ms, p99 ≤ {p99:.3} ms (histogram bucket bounds); \
-         {:.2} % within 0.977 ms",
+        "  in scorer {} requests; mean {mean:.3} ms, p50 ≤ {p50:.3} ms, p99 ≤ {p99:.3} ms \
+         (histogram bucket bounds); {:.2} % within 0.977 ms",
         summary["requests"],
         share * 100.0
     );
@@ -128,4 +157,33 @@ pub fn append_json(path: Option<&Path>, value: &Value) -> anyhow::Result<()> {
         writeln!(file, "{value}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scrape_sums_the_outcome_series_of_one_method() {
+        let m = "waterline_scorer_grpc_request_duration_seconds";
+        let text = format!(
+            "{m}_bucket{{method=\"Session.Evaluate\",code=\"OK\",le=\"0.001\"}} 3\n\
+             {m}_bucket{{method=\"Session.Evaluate\",code=\"OK\",le=\"+Inf\"}} 4\n\
+             {m}_bucket{{method=\"Session.Evaluate\",code=\"INVALID_ARGUMENT\",le=\"0.001\"}} 1\n\
+             {m}_bucket{{method=\"Session.Evaluate\",code=\"INVALID_ARGUMENT\",le=\"+Inf\"}} 1\n\
+             {m}_sum{{method=\"Session.Evaluate\",code=\"OK\"}} 0.008\n\
+             {m}_sum{{method=\"Session.Evaluate\",code=\"INVALID_ARGUMENT\"}} 0.0005\n\
+             {m}_bucket{{method=\"Evaluate\",code=\"OK\",le=\"+Inf\"}} 9\n\
+             {m}_sum{{method=\"Evaluate\",code=\"OK\"}} 1.0\n"
+        );
+        let before = Buckets::default();
+        let after = parse_buckets(&text, m, "Session.Evaluate");
+        let summary = server_summary(&before, &after).expect("requests seen");
+        // 4 OK + 1 INVALID_ARGUMENT; Evaluate's series are another method.
+        assert_eq!(summary["requests"], 5);
+        // (0.008 + 0.0005) s over 5 requests = 1.7 ms.
+        assert!((summary["mean_ms"].as_f64().unwrap() - 1.7).abs() < 1e-9, "{summary}");
+        // 3 + 1 of the 5 within 1 ms.
+        assert_eq!(summary["share_within_0_977ms"], 0.8);
+    }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
-use crate::args::{Args, Command, FootprintArgs, HttpArgs, LoadArgs, RpcArgs};
+use crate::args::{Args, Command, FootprintArgs, HttpArgs, LoadArgs, RpcArgs, SessionArgs};
 use crate::load::{self, Outcome};
 use crate::procs::{ProcStat, Stack};
 use crate::report;
@@ -20,6 +20,7 @@ pub async fn run(args: Args) -> Result<()> {
         Command::Filter(rpc) => ("filter", grpc(rpc, Verb::Filter, progress).await?),
         Command::Evaluate(rpc) => ("evaluate", grpc(rpc, Verb::Evaluate, progress).await?),
         Command::Reserve(rpc) => ("reserve", grpc(rpc, Verb::Reserve, progress).await?),
+        Command::Session(s) => ("session", session(s, progress).await?),
         Command::ExtenderPrioritize(h) => {
             ("extender-prioritize", extender(h, true, progress).await?)
         }
@@ -74,10 +75,7 @@ async fn drive_grpc(
         Verb::Evaluate => "Evaluate",
         Verb::Reserve => "Reserve",
     };
-    let before = match admin {
-        Some(a) => Some(report::scrape_buckets(a, SCORER_HISTOGRAM, method).await?),
-        None => None,
-    };
+    let before = scrape_scorer(admin, method).await?;
     let outcome = load::drive(load, method, progress, move |i| {
         let target = target.clone();
         async move {
@@ -90,13 +88,7 @@ async fn drive_grpc(
         }
     })
     .await;
-    let server = match (admin, before) {
-        (Some(a), Some(before)) => {
-            let after = report::scrape_buckets(a, SCORER_HISTOGRAM, method).await?;
-            report::server_summary(&before, &after)
-        }
-        _ => None,
-    };
+    let server = scorer_since(admin, method, before).await?;
     Ok((outcome, server))
 }
 
@@ -161,20 +153,102 @@ async fn grpc(rpc: &RpcArgs, verb: Verb, progress: bool) -> Result<Value> {
             ""
         }
     );
-    report::print_outcome(&title, &outcome);
-    let mut result = report::outcome_json(&outcome);
-    result["load"] = load_json(&rpc.load, cluster);
+    let mut result = report_run(
+        &title,
+        &outcome,
+        load_json(&rpc.load, cluster),
+        server.as_ref(),
+        stack.as_ref(),
+    );
     result["explain"] = json!(rpc.explain);
     result["all_nodes"] = json!(rpc.all_nodes);
     result["scores_only"] = json!(rpc.scores_only);
-    if let Some(server) = &server {
+    Ok(result)
+}
+
+/// Session cycles over --concurrency streams (one per worker: a worker takes a free stream,
+/// runs one cycle on it and gives it back).
+async fn session(s: &SessionArgs, progress: bool) -> Result<Value> {
+    let stack = if s.spawn.spawn { Some(Stack::start(&s.spawn, false).await?) } else { None };
+    let url = stack.as_ref().map(|st| st.scorer.url()).unwrap_or_else(|| s.scorer_url.clone());
+    let admin = stack.as_ref().map(|st| st.scorer.admin_url()).or_else(|| s.scorer_admin.clone());
+    let cluster = s.spawn.cluster_nodes;
+    let streams = s.load.concurrency.max(1);
+    let clients = targets::connect(&url, s.load.connections).await?;
+    let mut free = Vec::with_capacity(streams);
+    for k in 0..streams {
+        free.push(
+            targets::Session::open(clients[k % clients.len()].clone(), cluster, !s.without_reserve)
+                .await?,
+        );
+    }
+    let free = std::sync::Arc::new(std::sync::Mutex::new(free));
+    let method = "Session.Evaluate";
+    let before = scrape_scorer(admin.as_deref(), method).await?;
+    let outcome = load::drive(&s.load, "Session", progress, move |i| {
+        let free = free.clone();
+        async move {
+            // As many streams as workers: one is free unless a timed-out cycle took it.
+            let taken = free.lock().map_err(|_| "session: pool poisoned".to_owned())?.pop();
+            let mut stream = taken.ok_or("session: no stream left (an earlier cycle timed out)")?;
+            let result = stream.cycle(i).await;
+            if result.is_ok() {
+                free.lock().map_err(|_| "session: pool poisoned".to_owned())?.push(stream);
+            }
+            result
+        }
+    })
+    .await;
+    let server = scorer_since(admin.as_deref(), method, before).await?;
+    let title = format!(
+        "Session {}Evaluate of all {cluster} nodes, {streams} stream(s)",
+        if s.without_reserve { "" } else { "Reserve + " }
+    );
+    let mut result =
+        report_run(&title, &outcome, load_json(&s.load, cluster), server.as_ref(), stack.as_ref());
+    result["without_reserve"] = json!(s.without_reserve);
+    Ok(result)
+}
+
+/// Prints a run (client, scorer histogram, processes) and gives its JSON result.
+fn report_run(
+    title: &str,
+    outcome: &Outcome,
+    load: Value,
+    server: Option<&Value>,
+    stack: Option<&Stack>,
+) -> Value {
+    report::print_outcome(title, outcome);
+    let mut result = report::outcome_json(outcome);
+    result["load"] = load;
+    if let Some(server) = server {
         report::print_server(server);
         result["scorer"] = server.clone();
     }
-    if let Some(stack) = &stack {
+    if let Some(stack) = stack {
         result["processes"] = print_procs(stack);
     }
-    Ok(result)
+    result
+}
+
+/// The scorer's histogram for `method` now, when its admin URL is known.
+async fn scrape_scorer(admin: Option<&str>, method: &str) -> Result<Option<report::Buckets>> {
+    match admin {
+        Some(a) => Ok(Some(report::scrape_buckets(a, SCORER_HISTOGRAM, method).await?)),
+        None => Ok(None),
+    }
+}
+
+/// What the scorer's histogram for `method` says about the requests since `before`.
+async fn scorer_since(
+    admin: Option<&str>,
+    method: &str,
+    before: Option<report::Buckets>,
+) -> Result<Option<Value>> {
+    match (scrape_scorer(admin, method).await?, before) {
+        (Some(after), Some(before)) => Ok(report::server_summary(&before, &after)),
+        _ => Ok(None),
+    }
 }
 
 async fn extender(h: &HttpArgs, prioritize: bool, progress: bool) -> Result<Value> {

@@ -355,3 +355,86 @@ fn check_filter(bytes: &[u8]) -> Result<(), String> {
         _ => Ok(()),
     }
 }
+
+/// One `ScorerService.Session` stream driven the way the scheduler plugin drives it: each
+/// cycle writes the previous cycle's Reserve without waiting for it, then one Evaluate of
+/// every node, and reads until that Evaluate's answer (node tables and acks on the way are
+/// taken in passing).
+pub struct Session {
+    tx: tokio::sync::mpsc::Sender<pb::SessionRequest>,
+    rx: tonic::Streaming<pb::SessionResponse>,
+    generation: u64,
+    table_len: usize,
+    run_id: u64,
+    cluster: usize,
+    reserve: bool,
+}
+
+impl Session {
+    /// `reserve: false` leaves out the Reserves (Evaluates only).
+    pub async fn open(
+        mut client: ScorerServiceClient<Channel>,
+        cluster: usize,
+        reserve: bool,
+    ) -> anyhow::Result<Self> {
+        // One message in flight each way at most per cycle: a small buffer is enough.
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let rx = client
+            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .context("opening a Session stream")?
+            .into_inner();
+        Ok(Session { tx, rx, generation: 0, table_len: 0, run_id: run_id(), cluster, reserve })
+    }
+
+    async fn send(&self, message: pb::session_request::Message) -> Result<(), String> {
+        self.tx
+            .send(pb::SessionRequest { message: Some(message) })
+            .await
+            .map_err(|_| "session: stream closed".to_owned())
+    }
+
+    /// Cycle `i`: Reserve of cycle `i - 1`'s pod (not waited for), then Evaluate `i`.
+    pub async fn cycle(&mut self, i: u64) -> Result<(), String> {
+        use pb::session_request::Message as In;
+        use pb::session_response::Message as Out;
+        if let Some(previous) = i.checked_sub(1).filter(|_| self.reserve) {
+            self.send(In::Reserve(pb::SessionReserve {
+                sequence: previous + 1,
+                pod: Some(pod(&reserve_uid(self.run_id, previous), "")),
+                node_name: node_name(previous as usize % self.cluster.max(1)),
+                provisional_ttl: None,
+            }))
+            .await?;
+        }
+        self.send(In::Evaluate(pb::SessionEvaluate {
+            request_id: i,
+            pod: Some(pod(&format!("session-{i}"), "")),
+            node_table_generation: self.generation,
+        }))
+        .await?;
+        loop {
+            let message = self.rx.message().await.map_err(code)?;
+            match message.and_then(|m| m.message) {
+                None => return Err("session: stream ended".into()),
+                Some(Out::NodeTable(table)) => {
+                    self.generation = table.generation;
+                    self.table_len = table.node_names.len();
+                }
+                Some(Out::Ack(_)) => {}
+                Some(Out::Evaluation(e)) if e.request_id == i => {
+                    if !e.error.is_empty() {
+                        return Err(format!("session: evaluation error: {}", e.error));
+                    }
+                    if e.node_table_generation != self.generation
+                        || e.scores.len() != self.table_len
+                    {
+                        return Err("session: answer does not match the node table".into());
+                    }
+                    return Ok(());
+                }
+                Some(Out::Evaluation(_)) => return Err("session: answer to another request".into()),
+            }
+        }
+    }
+}

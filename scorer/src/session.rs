@@ -4,13 +4,20 @@
 //! table (sent first whenever the client's generation differs), by index; Reserves and
 //! Unreserves are acknowledged in batches: before each answer, every [`ACK_EVERY`]
 //! messages, and when the stream goes quiet for [`ACK_IDLE`].
+//!
+//! The session is the response stream itself: the task that sends the answers (hyper's task
+//! for this HTTP/2 stream) reads each request, handles it inline and yields what it gives,
+//! as a unary call runs its handler. No task of its own and no channel between, so a round
+//! trip costs no extra wake-up — each one a wait for a CPU on a busy node (issue 19).
 
+use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::time::{Instant, Sleep};
 use tokio_stream::Stream;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 use waterline_api::v1 as pb;
 use waterline_api::v1::session_request::Message as In;
@@ -23,17 +30,107 @@ use crate::service::Scorer;
 
 pub type SessionStream = Pin<Box<dyn Stream<Item = Result<pb::SessionResponse, Status>> + Send>>;
 
-/// Answers queued toward the client before the session stops reading (backpressure).
-const OUT_BUFFER: usize = 64;
 /// Reserves/Unreserves handled before an ack goes out even with no Evaluate between.
 const ACK_EVERY: u64 = 128;
 /// A quiet stream acknowledges what it has handled after this long.
 const ACK_IDLE: Duration = Duration::from_millis(50);
 
 pub fn open(scorer: Scorer, inbound: Streaming<pb::SessionRequest>) -> SessionStream {
-    let (tx, rx) = mpsc::channel(OUT_BUFFER);
-    tokio::spawn(run(scorer, inbound, tx));
-    Box::pin(ReceiverStream::new(rx))
+    Box::pin(Session {
+        scorer,
+        inbound,
+        acks: Acks::default(),
+        out: VecDeque::new(),
+        idle: Box::pin(tokio::time::sleep(ACK_IDLE)),
+        ended: false,
+    })
+}
+
+/// One open session: yields what the requests read so far give, in order, and reads the
+/// next request only once everything before it is out (so the client's flow control is
+/// the session's backpressure, as with a bounded queue).
+struct Session {
+    scorer: Scorer,
+    inbound: Streaming<pb::SessionRequest>,
+    acks: Acks,
+    /// Answers and acks of the last request handled, not yet yielded.
+    out: VecDeque<pb::SessionResponse>,
+    /// Fires [`ACK_IDLE`] after the last request (or the last time it fired).
+    idle: Pin<Box<Sleep>>,
+    ended: bool,
+}
+
+impl Stream for Session {
+    type Item = Result<pb::SessionResponse, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if let Some(message) = this.out.pop_front() {
+                return Poll::Ready(Some(Ok(message)));
+            }
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            match Pin::new(&mut this.inbound).poll_next(cx) {
+                Poll::Ready(Some(Ok(request))) => {
+                    this.idle.as_mut().reset(Instant::now() + ACK_IDLE);
+                    this.handle(request);
+                }
+                Poll::Ready(Some(Err(status))) => {
+                    tracing::debug!(error = %status, "session stream ended");
+                    this.ended = true;
+                }
+                Poll::Ready(None) => this.ended = true,
+                Poll::Pending => {
+                    if this.idle.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    // Quiet for ACK_IDLE: acknowledge what was handled, wait again.
+                    this.idle.as_mut().reset(Instant::now() + ACK_IDLE);
+                    this.out.extend(this.acks.take());
+                }
+            }
+        }
+    }
+}
+
+impl Session {
+    /// Applies one request; what it gives (acks, node table, answer) goes to `out`.
+    fn handle(&mut self, request: pb::SessionRequest) {
+        let (scorer, acks, out) = (&self.scorer, &mut self.acks, &mut self.out);
+        match request.message {
+            Some(In::Reserve(r)) => {
+                let call = pb::ReserveRequest {
+                    pod: r.pod,
+                    node_name: r.node_name,
+                    provisional_ttl: r.provisional_ttl,
+                };
+                if let Err(status) = scorer.reserve_now(call) {
+                    tracing::warn!(error = %status.message(), "session Reserve refused");
+                }
+                acks.handled(r.sequence);
+                if acks.since_ack >= ACK_EVERY {
+                    out.extend(acks.take());
+                }
+            }
+            Some(In::Unreserve(u)) => {
+                let call = pb::UnreserveRequest { pod: u.pod, node_name: u.node_name };
+                if let Err(status) = scorer.unreserve_now(call) {
+                    tracing::warn!(error = %status.message(), "session Unreserve refused");
+                }
+                acks.handled(u.sequence);
+                if acks.since_ack >= ACK_EVERY {
+                    out.extend(acks.take());
+                }
+            }
+            Some(In::Evaluate(e)) => {
+                out.extend(acks.take());
+                out.extend(evaluate(scorer, e));
+            }
+            None => tracing::debug!("empty session message ignored"),
+        }
+    }
 }
 
 /// What a session has handled and acknowledged.
@@ -62,72 +159,6 @@ impl Acks {
 
 fn response(message: Out) -> pb::SessionResponse {
     pb::SessionResponse { message: Some(message) }
-}
-
-async fn run(
-    scorer: Scorer,
-    mut inbound: Streaming<pb::SessionRequest>,
-    tx: mpsc::Sender<Result<pb::SessionResponse, Status>>,
-) {
-    let mut acks = Acks::default();
-    loop {
-        let next = match tokio::time::timeout(ACK_IDLE, inbound.message()).await {
-            Err(_) => {
-                if let Some(ack) = acks.take()
-                    && tx.send(Ok(ack)).await.is_err()
-                {
-                    return;
-                }
-                continue;
-            }
-            Ok(next) => next,
-        };
-        let request = match next {
-            Ok(Some(request)) => request,
-            Ok(None) => return,
-            Err(status) => {
-                tracing::debug!(error = %status, "session stream ended");
-                return;
-            }
-        };
-        let mut out = Vec::new();
-        match request.message {
-            Some(In::Reserve(r)) => {
-                let call = pb::ReserveRequest {
-                    pod: r.pod,
-                    node_name: r.node_name,
-                    provisional_ttl: r.provisional_ttl,
-                };
-                if let Err(status) = scorer.reserve_now(call) {
-                    tracing::warn!(error = %status.message(), "session Reserve refused");
-                }
-                acks.handled(r.sequence);
-                if acks.since_ack >= ACK_EVERY {
-                    out.extend(acks.take());
-                }
-            }
-            Some(In::Unreserve(u)) => {
-                let call = pb::UnreserveRequest { pod: u.pod, node_name: u.node_name };
-                if let Err(status) = scorer.unreserve_now(call) {
-                    tracing::warn!(error = %status.message(), "session Unreserve refused");
-                }
-                acks.handled(u.sequence);
-                if acks.since_ack >= ACK_EVERY {
-                    out.extend(acks.take());
-                }
-            }
-            Some(In::Evaluate(e)) => {
-                out.extend(acks.take());
-                out.extend(evaluate(&scorer, e));
-            }
-            None => tracing::debug!("empty session message ignored"),
-        }
-        for message in out {
-            if tx.send(Ok(message)).await.is_err() {
-                return;
-            }
-        }
-    }
 }
 
 /// The answer to one Evaluate: the node table first when the client's is another

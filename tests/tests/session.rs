@@ -113,12 +113,20 @@ async fn evaluation(
     }
 }
 
+/// A Session stream to `scorer`: the sender of its requests (holding `buffer`) and its answers.
+async fn open_session(
+    scorer: &Service,
+    buffer: usize,
+) -> Result<(mpsc::Sender<pb::SessionRequest>, tonic::Streaming<pb::SessionResponse>)> {
+    let (tx, rx) = mpsc::channel(buffer);
+    let answers = scorer.scorer_client().await?.session(ReceiverStream::new(rx)).await?;
+    Ok((tx, answers.into_inner()))
+}
+
 #[tokio::test]
 async fn a_session_orders_reserves_before_the_next_evaluate() -> Result<()> {
     let (_dir, _collector, scorer) = stack().await?;
-    let mut client = scorer.scorer_client().await?;
-    let (tx, rx) = mpsc::channel(16);
-    let mut answers = client.session(ReceiverStream::new(rx)).await?.into_inner();
+    let (tx, mut answers) = open_session(&scorer, 16).await?;
     let send = |message| pb::SessionRequest { message: Some(message) };
 
     tx.send(send(In::Evaluate(pb::SessionEvaluate {
@@ -200,9 +208,7 @@ async fn a_session_orders_reserves_before_the_next_evaluate() -> Result<()> {
 async fn a_session_reserve_with_provisional_ttl_expires_and_a_negative_one_places_nothing()
 -> Result<()> {
     let (_dir, _collector, scorer) = stack().await?;
-    let mut client = scorer.scorer_client().await?;
-    let (tx, rx) = mpsc::channel(16);
-    let mut answers = client.session(ReceiverStream::new(rx)).await?.into_inner();
+    let (tx, mut answers) = open_session(&scorer, 16).await?;
     let send = |message| pb::SessionRequest { message: Some(message) };
     let reserve = |sequence: u64, uid: usize, ttl: waterline_api::ProtoDuration| {
         send(In::Reserve(pb::SessionReserve {
@@ -252,5 +258,42 @@ async fn a_session_reserve_with_provisional_ttl_expires_and_a_negative_one_place
         request_id += 1;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_session_acks_in_batches_and_when_quiet_and_ends_when_the_client_does() -> Result<()> {
+    let (_dir, _collector, scorer) = stack().await?;
+    let (tx, mut answers) = open_session(&scorer, 256).await?;
+    // 130 Reserves and no Evaluate: the scorer's ACK_EVERY is 128, so one ack may cover at
+    // most 128 of them (a batch ack, or an earlier idle one if the sends pause for
+    // ACK_IDLE), and the last two are acknowledged only by the stream going quiet.
+    const RESERVES: u64 = 130;
+    for sequence in 1..=RESERVES {
+        let reserve = In::Reserve(pb::SessionReserve {
+            sequence,
+            pod: Some(pod(1000 + sequence as usize)),
+            node_name: "node-a".into(),
+            provisional_ttl: None,
+        });
+        tx.send(pb::SessionRequest { message: Some(reserve) }).await?;
+    }
+    let mut acked = Vec::new();
+    while acked.last() != Some(&RESERVES) {
+        let Out::Ack(ack) = next(&mut answers).await? else {
+            anyhow::bail!("only acks answer Reserves");
+        };
+        acked.push(ack.up_to_sequence);
+    }
+    let mut previous = 0;
+    for &up_to in &acked {
+        assert!(up_to > previous && up_to - previous <= 128, "acks {acked:?}");
+        previous = up_to;
+    }
+    assert!(acked.len() >= 2, "130 Reserves need a batch ack and a quiet one: {acked:?}");
+    // The client closes its side: the answers end cleanly (no error status).
+    drop(tx);
+    let end = tokio::time::timeout(Duration::from_secs(10), answers.message()).await?;
+    assert!(matches!(end, Ok(None)), "{end:?}");
     Ok(())
 }
