@@ -782,6 +782,32 @@ fn fmt_ts(t: f64) -> String {
     format!("{:.3}", t)
 }
 
+/// The recording-rule tests' two nodes: node-a (4 cores) at 20 % cpu / 30 % memory, with
+/// 90 % / 85 % for half an hour three hours before `now`; node-b (2 cores, identified by
+/// IP:port) flat at 50 % / 60 %. With the load function their history is generated from.
+pub fn two_nodes_with_a_spike_3h_ago(
+    now: SystemTime,
+) -> (Vec<FakeNode>, impl Fn(&FakeNode, SystemTime) -> NodeLoad + Clone) {
+    let spiky = FakeNode::new("node-a").with_cores(4).with_cpu_busy(0.20).with_memory_used(0.30);
+    let flat = FakeNode::new("node-b")
+        .with_instance("10.0.0.2:9100")
+        .with_cores(2)
+        .with_cpu_busy(0.50)
+        .with_memory_used(0.60);
+    let spike = (
+        now - Duration::from_secs(3 * 3600 + 15 * 60),
+        now - Duration::from_secs(3 * 3600 - 15 * 60),
+    );
+    let load = move |node: &FakeNode, t: SystemTime| {
+        if node.name == "node-a" && t > spike.0 && t <= spike.1 {
+            NodeLoad { cpu_busy: 0.90, memory_used: 0.85 }
+        } else {
+            NodeLoad { cpu_busy: node.cpu_busy, memory_used: node.memory_used }
+        }
+    };
+    (vec![spiky, flat], load)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, ensure};
-use waterline_tests::exporter::{FakeExporter, FakeNode, NodeLoad, openmetrics_history, wall_now};
+use waterline_tests::exporter::{
+    FakeExporter, FakeNode, openmetrics_history, two_nodes_with_a_spike_3h_ago, wall_now,
+};
 use waterline_tests::prometheus::{
     PROMTOOL_BIN, Prometheus, PrometheusConfig, repo_path, value_for, wait_until,
 };
@@ -107,29 +109,16 @@ async fn live_5m_values_and_both_label_shapes() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfilled_spike_shows_in_the_1d_max_only() -> Result<()> {
     let now = SystemTime::now();
-    let spike_from = now - Duration::from_secs(3 * 3600 + 15 * 60);
-    let spike_to = now - Duration::from_secs(3 * 3600 - 15 * 60);
-    // node-a: 20 % cpu / 30 % memory all day, 90 % / 85 % for half an hour three hours ago.
-    let spiky = FakeNode::new("node-a").with_cores(4).with_cpu_busy(0.20).with_memory_used(0.30);
+    // node-a: 20 % cpu / 30 % memory all day, 90 % / 85 % for half an hour three hours ago;
     // node-b, identified by IP:port: flat 50 % / 60 %.
-    let flat = FakeNode::new("node-b")
-        .with_instance("10.0.0.2:9100")
-        .with_cores(2)
-        .with_cpu_busy(0.50)
-        .with_memory_used(0.60);
-    let nodes = vec![spiky.clone(), flat.clone()];
+    let (nodes, load) = two_nodes_with_a_spike_3h_ago(now);
+    let (spiky, flat) = (nodes[0].clone(), nodes[1].clone());
     let history = openmetrics_history(
         &nodes,
         now - Duration::from_secs(24 * 3600),
         now,
         Duration::from_secs(60),
-        |node, t| {
-            if node.name == "node-a" && t > spike_from && t <= spike_to {
-                NodeLoad { cpu_busy: 0.90, memory_used: 0.85 }
-            } else {
-                NodeLoad { cpu_busy: node.cpu_busy, memory_used: node.memory_used }
-            }
-        },
+        load,
     )?;
 
     let exporter = FakeExporter::start(nodes).await?;

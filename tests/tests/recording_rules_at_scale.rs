@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, ensure};
-use waterline_tests::exporter::{FakeExporter, FakeNode, NodeLoad, openmetrics_history};
+use waterline_tests::exporter::{
+    FakeExporter, FakeNode, NodeLoad, openmetrics_history, two_nodes_with_a_spike_3h_ago,
+};
 use waterline_tests::prometheus::{
     PROMTOOL_BIN, Prometheus, PrometheusConfig, repo_path, value_for, wait_until,
 };
@@ -138,33 +140,10 @@ async fn check(prom: &Prometheus, node: &FakeNode, want: &[(&str, f64)]) -> Resu
     Ok(())
 }
 
-/// Two nodes as in recording_rules.rs: node-a 20 % cpu / 30 % memory with 90 % / 85 % for
-/// half an hour three hours ago; node-b (by IP:port) flat 50 % / 60 %.
-fn nodes_and_load(now: SystemTime) -> (Vec<FakeNode>, impl Fn(&FakeNode, SystemTime) -> NodeLoad) {
-    let spiky = FakeNode::new("node-a").with_cores(4).with_cpu_busy(0.20).with_memory_used(0.30);
-    let flat = FakeNode::new("node-b")
-        .with_instance("10.0.0.2:9100")
-        .with_cores(2)
-        .with_cpu_busy(0.50)
-        .with_memory_used(0.60);
-    let spike = (
-        now - Duration::from_secs(3 * 3600 + 15 * 60),
-        now - Duration::from_secs(3 * 3600 - 15 * 60),
-    );
-    let load = move |node: &FakeNode, t: SystemTime| {
-        if node.name == "node-a" && t > spike.0 && t <= spike.1 {
-            NodeLoad { cpu_busy: 0.90, memory_used: 0.85 }
-        } else {
-            NodeLoad { cpu_busy: node.cpu_busy, memory_used: node.memory_used }
-        }
-    };
-    (vec![spiky, flat], load)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maxima_come_from_the_recorded_5m_series() -> Result<()> {
     let now = SystemTime::now();
-    let (nodes, load) = nodes_and_load(now);
+    let (nodes, load) = two_nodes_with_a_spike_3h_ago(now);
     // A Prometheus that has been recording the 5 m series for a day: the recorded series'
     // past, and no raw history at all.
     let history = recorded_history(&nodes, now, &load)?;
@@ -227,7 +206,7 @@ async fn maxima_come_from_the_recorded_5m_series() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_history_alone_does_not_reach_the_maxima() -> Result<()> {
     let now = SystemTime::now();
-    let (nodes, load) = nodes_and_load(now);
+    let (nodes, load) = two_nodes_with_a_spike_3h_ago(now);
     let raw = openmetrics_history(
         &nodes,
         now - Duration::from_secs(24 * 3600),
