@@ -292,9 +292,9 @@ fn per_metric_scoring_errors_name_the_field_and_line() {
 }
 
 #[test]
-fn the_readme_default_policy_is_the_default() {
-    let readme = include_str!("../../../../README.md");
-    let section = readme.split("## The policy").nth(1).expect("README has a policy section");
+fn the_documented_default_policy_is_the_default() {
+    let doc = include_str!("../../../../docs/policy.md");
+    let section = doc.split("## The default").nth(1).expect("docs/policy.md has the default");
     let yaml = section.split("```yaml\n").nth(1).and_then(|b| b.split("```").next()).unwrap();
     assert_eq!(parse_policy(yaml).unwrap(), Policy::default());
 }
