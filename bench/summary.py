@@ -2,7 +2,7 @@
 """Medians over repeated runs of scripts/bench.sh results, as Markdown tables.
 
 Usage: python3 bench/summary.py target/bench/<run>/
-Reads criterion.jsonl, rpc.jsonl, extender.jsonl, footprint.jsonl and prometheus.jsonl
+Reads criterion.jsonl, rpc.jsonl, session.jsonl, extender.jsonl, footprint.jsonl and prometheus.jsonl
 (whichever exist).
 """
 import json
@@ -39,14 +39,15 @@ def main(out):
         print("| bench | median | per node | runs |")
         print("|---|---|---|---|")
         groups = by(crit, lambda r: r["bench"])
-        for name in sorted(groups, key=lambda n: (n.split("/")[0], int(n.split("/")[1]))):
+        # group/size or group/function/size: the size is the last part.
+        for name in sorted(groups, key=lambda n: (n.rsplit("/", 1)[0], int(n.rsplit("/", 1)[1]))):
             values = [r["median_ns"] for r in groups[name]]
             m = median(values)
-            n = int(name.split("/")[1])
+            n = int(name.rsplit("/", 1)[1])
             print(f"| {name} | {fmt_ns(m)} | {m / n:.0f} ns | {len(values)} |")
         print()
 
-    for file, title in (("rpc.jsonl", "gRPC"), ("extender.jsonl", "extender")):
+    for file, title in (("rpc.jsonl", "gRPC"), ("session.jsonl", "Session"), ("extender.jsonl", "extender")):
         data = rows(os.path.join(out, file))
         if not data:
             continue

@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# Runs waterline's benchmarks (issue 7) and writes raw results plus a summary of medians to
-# target/bench/<UTC time>/. Timing targets are compared in BENCHMARKS.md, never in tests.
+# Runs waterline's benchmarks and writes raw results plus a summary of medians to
+# target/bench/<UTC time>/, then takes the medians into the committed result files
+# (bench/results/*.json, `waterline-bench record`) and regenerates BENCHMARKS.md's table.
+# Timing targets are compared in BENCHMARKS.md, never in tests.
 #
 #   scripts/bench.sh                 # everything, RUNS=3 repetitions of each measurement
 #   ONLY="rpc extender" scripts/bench.sh
 #   RUNS=5 DURATION=10s scripts/bench.sh
 #   SKIP_BUILD=1 scripts/bench.sh    # use the release binaries already in target/release
+#   scripts/bench.sh --table         # only BENCHMARKS.md's table, from bench/results/ (runs nothing)
 #
-# Sections (ONLY=...): criterion rpc extender footprint prometheus
+# Sections (ONLY=...): criterion rpc session extender footprint prometheus
 # Loopback only. The machine should be otherwise idle: check `uptime` first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" == "--table" ]]; then
+  exec cargo run --quiet -p waterline-bench -- table
+fi
 
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-8s}
 NODES=${NODES:-5000}
 FOOTPRINT_WINDOW=${FOOTPRINT_WINDOW:-30s}
-ONLY=${ONLY:-"criterion rpc extender footprint prometheus"}
+ONLY=${ONLY:-"criterion rpc session extender footprint prometheus"}
 OUT=${OUT:-target/bench/$(date -u +%Y%m%dT%H%M%SZ)}
 BIN=target/release
 mkdir -p "$OUT"
@@ -78,15 +85,18 @@ if want criterion; then
   for run in $(seq 1 "$RUNS"); do
     cargo bench -p waterline-core --bench engine -- --warm-up-time 1 --measurement-time 3 \
       --noplot 2>&1 | tee "$OUT/criterion-$run.txt" | grep -E '^[a-z_]+/[0-9]+ +time' || true
-    # criterion keeps its estimates per bench; copy this run's medians.
+    # criterion keeps its estimates per bench (group/size or group/function/size); copy this
+    # run's medians.
     python3 - "$OUT/criterion.jsonl" "$run" <<'PY'
 import glob, json, os, sys
 out, run = sys.argv[1], int(sys.argv[2])
 with open(out, "a") as f:
-    for path in sorted(glob.glob("target/criterion/*/*/new/estimates.json")):
-        group, size = path.split(os.sep)[-4:-2]
+    for path in sorted(glob.glob("target/criterion/**/new/estimates.json", recursive=True)):
+        bench = os.path.relpath(os.path.dirname(os.path.dirname(path)), "target/criterion")
+        if "report" in bench.split(os.sep):
+            continue
         est = json.load(open(path))
-        f.write(json.dumps({"run": run, "bench": f"{group}/{size}",
+        f.write(json.dumps({"run": run, "bench": bench.replace(os.sep, "/"),
                             "median_ns": est["median"]["point_estimate"]}) + "\n")
 PY
   done
@@ -134,12 +144,24 @@ if want rpc; then
   done
 fi
 
+if want session; then
+  say "session: the plugin's Session round trip (Reserve written, then Evaluate of all $NODES nodes), c=1"
+  for run in $(seq 1 "$RUNS"); do
+    B session --spawn --bin-dir "$BIN" --cluster-nodes "$NODES" -c 1 --duration "$DURATION" \
+      --json-out "$OUT/session.jsonl" --label "session-$NODES"
+    B session --spawn --bin-dir "$BIN" --cluster-nodes "$NODES" -c 1 --duration "$DURATION" \
+      --policy bench/policies/no-filter.yaml --json-out "$OUT/session.jsonl" --label "session-$NODES-no-filter"
+  done
+fi
+
 if want extender; then
   if [[ -x "$BIN/waterline-extender" ]]; then
     say "extender: prioritize with 500 names vs gRPC Score with the same 500 names"
     EH=$(free_port); EA=$(free_port)
+    # No provisional Reserve after each prioritize: it would share the cores with the
+    # measured call (BENCHMARKS.md, the extender overhead).
     "$BIN/waterline-extender" --http-addr "127.0.0.1:$EH" --admin-addr "127.0.0.1:$EA" \
-      --scorer-url "$SCORER" >"$OUT/waterline-extender.log" 2>&1 &
+      --scorer-url "$SCORER" --provisional-reserve=false >"$OUT/waterline-extender.log" 2>&1 &
     PIDS+=($!)
     wait_ready "$EA" waterline-extender
     for c in 1 8; do
@@ -188,3 +210,8 @@ fi
 say "summary (medians over $RUNS runs)"
 python3 bench/summary.py "$OUT" | tee "$OUT/summary.md"
 echo "raw results: $OUT"
+
+say "bench/results/: this run's medians, and BENCHMARKS.md's table"
+"$BIN/waterline-bench" record --run "$OUT"
+"$BIN/waterline-bench" table
+echo "review with: git diff bench/results/ BENCHMARKS.md"

@@ -93,6 +93,40 @@ pub enum Command {
     ///
     ///   waterline-bench recording-rules --nodes 500,1000,2000 --cpus 32 --rules deploy/prometheus/rules.yml --rules deploy/prometheus/rules-at-scale.yml
     RecordingRules(RecordingRulesArgs),
+    /// BENCHMARKS.md's table of targets, rendered from the committed results
+    /// (bench/results/*.json) into its generated block; runs no benchmark.
+    /// `scripts/bench.sh --table` runs this.
+    Table(TableArgs),
+    /// Takes the medians of a `scripts/bench.sh` run (its target/bench/<time>/ directory)
+    /// into the committed results that name a series of that run (their `from`), with the
+    /// run's commit, date and machine; `scripts/bench.sh` runs it at the end.
+    Record(RecordArgs),
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct TableArgs {
+    /// Directory of the result files.
+    #[arg(long, default_value = "bench/results")]
+    pub results: PathBuf,
+
+    /// The document whose generated block is rewritten.
+    #[arg(long, default_value = "BENCHMARKS.md")]
+    pub doc: PathBuf,
+
+    /// Change nothing; fail when the block differs from what the results render.
+    #[arg(long)]
+    pub check: bool,
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct RecordArgs {
+    /// A scripts/bench.sh output directory (machine.txt and the *.jsonl files).
+    #[arg(long, value_name = "DIR")]
+    pub run: PathBuf,
+
+    /// Directory of the result files.
+    #[arg(long, default_value = "bench/results")]
+    pub results: PathBuf,
 }
 
 /// How much load, and when to stop.

@@ -31,6 +31,7 @@ pub async fn run(args: Args) -> Result<()> {
         }
         Command::Soak(s) => ("soak", crate::soak::soak(s).await?),
         Command::RecordingRules(r) => ("recording-rules", crate::recording_rules::run(r).await?),
+        Command::Table(_) | Command::Record(_) => anyhow::bail!("main runs table and record"),
     };
     result["kind"] = json!(kind);
     result["label"] = json!(args.label);
