@@ -217,7 +217,9 @@ pub fn figure_from(run: &Path, source: &Source) -> Result<Option<(f64, usize)>> 
             serde_json::from_str(line).with_context(|| format!("{}:{}", path.display(), i + 1))?;
         let selected = source.select.iter().all(|(key, want)| match &row[key] {
             Value::String(s) => s == want,
-            other => other.to_string() == *want,
+            Value::Number(n) => want.parse::<f64>().ok() == n.as_f64(),
+            Value::Bool(b) => want.parse::<bool>().ok() == Some(*b),
+            _ => false,
         });
         if let (true, Some(v)) = (selected, row.pointer(&source.value).and_then(Value::as_f64)) {
             values.push(v * source.scale);

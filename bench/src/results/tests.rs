@@ -164,3 +164,29 @@ fn the_committed_results_are_canonical_and_the_table_is_current() {
         "BENCHMARKS.md's table is stale: run scripts/bench.sh --table"
     );
 }
+
+#[test]
+fn a_source_selects_on_numbers_and_scales_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    // criterion.jsonl rows: two runs of one bench, in nanoseconds.
+    std::fs::write(
+        dir.path().join("criterion.jsonl"),
+        "{\"run\":1,\"bench\":\"evaluate/prepared/5000\",\"median_ns\":617000.0}\n\
+         {\"run\":2,\"bench\":\"evaluate/prepared/5000\",\"median_ns\":589000.0}\n\
+         {\"run\":2,\"bench\":\"score/5000\",\"median_ns\":1.0}\n",
+    )
+    .unwrap();
+    let source = |select: &[(&str, &str)]| Source {
+        file: "criterion.jsonl".into(),
+        select: select.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        value: "/median_ns".into(),
+        scale: 0.001,
+    };
+    // Run 2 only: 589,000 ns × 0.001 = 589 µs, from one row.
+    let run2 = source(&[("run", "2"), ("bench", "evaluate/prepared/5000")]);
+    assert_eq!(figure_from(dir.path(), &run2).unwrap(), Some((589.0, 1)));
+    // Both runs: the median of 617 and 589 is 603.
+    let both = source(&[("bench", "evaluate/prepared/5000")]);
+    assert_eq!(figure_from(dir.path(), &both).unwrap(), Some((603.0, 2)));
+    assert_eq!(figure_from(dir.path(), &source(&[("run", "3")])).unwrap(), None);
+}
