@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates SIMULATION.md's numbers and pictures (issue 13 item 4) from a release build:
+# Regenerates SIMULATION.md's numbers and pictures from a release build:
 # every shipped scenario through the five strategies plus the old combination rule, the
 # generated block of SIMULATION.md (between its BEGIN/END markers) rewritten, and the
 # pictures worth committing copied to docs/sim/<scenario>/.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The soak of RELIABILITY.md and BENCHMARKS.md "Soak": a spawned collector (5,000 synthetic
+# The soak of RELIABILITY.md and BENCHMARKS.md: a spawned collector (5,000 synthetic
 # nodes), scorer and extender under a steady load of gRPC Score, extender filter +
 # prioritize and Reserve/Unreserve churn for DURATION (default 10m), RSS and CPU of each
 # sampled every 10 s. Fails unless RSS per live ledger entry and per node stay within 10 %

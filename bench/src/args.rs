@@ -47,14 +47,14 @@ pub enum Command {
     Score(RpcArgs),
     /// ScorerService/Filter over gRPC.
     Filter(RpcArgs),
-    /// ScorerService/Evaluate over gRPC: filter and score in one call (issue 19); with
+    /// ScorerService/Evaluate over gRPC: filter and score in one call; with
     /// --all-nodes every node the scorer knows, as the plugin's Session asks.
     Evaluate(RpcArgs),
     /// ScorerService/Session over gRPC, the way the scheduler plugin uses it: --concurrency
     /// streams, each running cycles of a Reserve written without waiting (the previous
     /// cycle's pod) then an Evaluate of every node, timed until its answer. Beside
     /// `evaluate --all-nodes` (the unary call) at the same --concurrency it shows what the
-    /// stream adds or saves per round trip (BENCHMARKS.md §2). --nodes does not apply.
+    /// stream adds or saves per round trip (BENCHMARKS.md). --nodes does not apply.
     ///
     ///   waterline-bench session --spawn --cluster-nodes 1000 --concurrency 1 --duration 10s
     Session(SessionArgs),

@@ -33,8 +33,8 @@ pub const ABSORB_WINDOW: &str = "40s";
 /// entries expire after 15 s).
 pub const LONGEST_WINDOW: &str = "120s";
 
-/// The default six metrics (design.md §4) with every window cut short, so ledger entries
-/// stop counting and retire within the run.
+/// The default six metrics (docs/design.md#metrics-and-recording-rules) with every window cut
+/// short, so ledger entries stop counting and retire within the run.
 fn soak_policy() -> String {
     format!(
         "# waterline-bench soak: every metric's absorb window is {a}, the Reserve TTL (the\n\

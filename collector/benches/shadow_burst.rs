@@ -1,4 +1,4 @@
-//! Shadow mode's cost on the collector's pod watch (issue 18, BENCHMARKS.md §7): a burst of
+//! Shadow mode's cost on the collector's pod watch (docs/benchmarks-history.md §7): a burst of
 //! 1,000 binds by default-scheduler reaching the pod watch's index of a collector that
 //! holds 5,000 nodes (the default six metrics, fresh samples) and a ledger of 10 pods per
 //! node, with shadow mode off or on. Measured: the pod watch's own work for the burst

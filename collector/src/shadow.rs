@@ -1,5 +1,5 @@
-//! Shadow mode (issue 18): the collector judges every bind another scheduler makes as
-//! waterline would have, without changing it, so a team can see what waterline would do on
+//! Shadow mode (docs/design.md#shadow-mode): the collector judges every bind another scheduler
+//! makes as waterline would have, without changing it, so a team can see what waterline would do on
 //! its own cluster before switching `schedulerName`.
 //!
 //! **Where the judge runs, and why here.** The collector has everything a judgement needs:

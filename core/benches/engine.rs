@@ -1,4 +1,4 @@
-//! Criterion benches of the pure policy path (issue 7, item 1): Filter and Score for one pod
+//! Criterion benches of the pure policy path (BENCHMARKS.md): Filter and Score for one pod
 //! over 100 … 15,000 candidate nodes with the default six metrics and a ledger of 10 entries
 //! per node, Evaluate of every node (precomputed table vs the old filter-then-score path),
 //! and a full snapshot update (upserting every node).
@@ -143,7 +143,7 @@ fn filter_and_score(c: &mut Criterion) {
     });
 }
 
-/// Evaluate of every node for one pod (issue 19): `evaluate` over the table precomputed per
+/// Evaluate of every node for one pod: `evaluate` over the table precomputed per
 /// snapshot change, and `evaluate_reference`, the scorer's old path (filter, then score of
 /// the feasible names), in the same run.
 fn evaluate(c: &mut Criterion) {
@@ -210,8 +210,8 @@ fn snapshot_apply(c: &mut Criterion) {
     group.finish();
 }
 
-/// Shadow mode (issue 18): judging one bind another scheduler made — Filter and Score over
-/// every node, request fit against the requests bound to each node (10 pods of 500m and
+/// Shadow mode (docs/design.md#shadow-mode): judging one bind another scheduler made — Filter and
+/// Score over every node, request fit against the requests bound to each node (10 pods of 500m and
 /// 512 MiB per node here), and the chosen node's explanation.
 fn shadow_judge(c: &mut Criterion) {
     use waterline_core::shadow::{Bind, Requests, ShadowView};

@@ -1,5 +1,5 @@
-//! The scoring curves of design.md §4, each mapping a predicted utilisation (percent) to a
-//! score 0..100.
+//! The scoring curves (docs/design.md#water-level-curve), each mapping a predicted utilisation
+//! (percent) to a score 0..100.
 
 /// TargetLoadPacking's water-level curve with target `x` (0 < x < 100): rises from `x` at
 /// idle to 100 at the target, falls to 0 at full use, 0 above 100 %.
@@ -19,7 +19,7 @@ pub fn least_used(utilisation: f64) -> f64 {
     (100.0 - utilisation).clamp(0.0, 100.0)
 }
 
-/// Rounds half away from zero, as design.md §4 requires (`f64::round`).
+/// Rounds half away from zero, as docs/design.md#water-level-curve requires (`f64::round`).
 pub fn round_score(score: f64) -> i64 {
     round_half_away(score) as i64
 }

@@ -1,4 +1,4 @@
-//! Filter and Score (design.md §4): predicted utilisation per metric — observed + ledger +
+//! Filter and Score (docs/design.md): predicted utilisation per metric — observed + ledger +
 //! incoming — run through the policy's curve and thresholds. Pure functions of a policy, a
 //! snapshot, a pod, the candidate names and `now`.
 

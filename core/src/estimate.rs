@@ -1,4 +1,4 @@
-//! How much a pod will use once it runs (Koordinator's estimator, design.md §4):
+//! How much a pod will use once it runs (Koordinator's estimator, docs/design.md#pod-estimate):
 //! `q = max(request, limit)`, a best-effort default when both are zero, then
 //! `q × factor`, capped at the limit when one is set.
 

@@ -1,5 +1,5 @@
-//! The ledger of recent placements (design.md §5): which pods were placed on which node,
-//! when, and how much they are estimated to use. An entry's load counts toward predicted
+//! The ledger of recent placements (docs/design.md#the-ledger): which pods were placed on which
+//! node, when, and how much they are estimated to use. An entry's load counts toward predicted
 //! utilisation until the metrics have absorbed the pod; the entry itself lives until the pod
 //! is gone, so anti-colocation rules can see every pod on a node.
 //!

@@ -1,5 +1,5 @@
-//! Waterline's domain: the policy (what to measure and how to score it), the formulas of
-//! design.md §4, the placement ledger of §5 and the snapshot the scorer answers from.
+//! Waterline's domain: the policy (what to measure and how to score it), the formulas and
+//! the placement ledger of docs/design.md, and the snapshot the scorer answers from.
 //!
 //! Nothing here knows about tonic, kube, axum or the generated API types, and nothing here
 //! reads a clock: every function that depends on time takes `now` as an argument, so tests

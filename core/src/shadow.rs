@@ -1,5 +1,5 @@
-//! Shadow judgement (issue 18): how waterline would have judged a placement that another
-//! scheduler made — the chosen node's score and Filter verdict against waterline's best
+//! Shadow judgement (docs/design.md#shadow-mode): how waterline would have judged a placement that
+//! another scheduler made — the chosen node's score and Filter verdict against waterline's best
 //! node among those that fit the pod's requests.
 //!
 //! A [`ShadowView`] is the cluster as a scorer sees it (a [`Snapshot`] fed by the same

@@ -1,6 +1,6 @@
 //! The optional bind verb: the scheduler hands the binding to the extender, which must create
-//! the pod's `pods/binding` subresource itself (extender.md §2.6), then records the placement
-//! with Reserve so the next pods see it at once.
+//! the pod's `pods/binding` subresource itself (docs/design.md#the-extender-protocol), then records
+//! the placement with Reserve so the next pods see it at once.
 
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod as KubePod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

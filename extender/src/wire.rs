@@ -1,4 +1,4 @@
-//! `k8s.io/kube-scheduler/extender/v1` on the wire (extender.md §1): the Go types have no
+//! `k8s.io/kube-scheduler/extender/v1` on the wire (docs/design.md): the Go types have no
 //! json tags, so keys are the Go field names (PascalCase), and nil pointers, slices and maps
 //! are sent as explicit `null`s. Embedded `v1.Node` objects stay raw JSON: they are passed
 //! back unchanged, and only their `metadata.name` is read.

@@ -52,7 +52,7 @@ pub fn server_builder(limits: &Limits) -> Server<Stack<Limits, Identity>> {
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         // A Filter for 5,000 nodes is ~100 KiB; with HTTP/2's default 64 KiB windows the
         // caller stops mid-request until this process is scheduled to grant more, which on
-        // a busy scheduler host cost milliseconds per pod (e2e throughput, BENCHMARKS.md §6).
+        // a busy scheduler host cost milliseconds per pod (docs/benchmarks-history.md §6).
         .initial_stream_window_size(Some(HTTP2_WINDOW))
         .initial_connection_window_size(Some(HTTP2_WINDOW * 4))
         .tcp_nodelay(true)

@@ -14,7 +14,7 @@
 //! (a hash of its uid) and a lane sends one call at a time, so each pod's Reserve and
 //! Unreserve reach the collector in the order this replica took them, while different pods
 //! do not wait for each other. A single lane (one call per round trip) left 50,000 Reserves
-//! queued for minutes, holding their pods and entries in memory (BENCHMARKS.md §4).
+//! queued for minutes, holding their pods and entries in memory (docs/benchmarks-history.md §4).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;

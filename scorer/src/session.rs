@@ -8,7 +8,7 @@
 //! The session is the response stream itself: the task that sends the answers (hyper's task
 //! for this HTTP/2 stream) reads each request, handles it inline and yields what it gives,
 //! as a unary call runs its handler. No task of its own and no channel between, so a round
-//! trip costs no extra wake-up — each one a wait for a CPU on a busy node (issue 19).
+//! trip costs no extra wake-up — each one a wait for a CPU on a busy node.
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -1,4 +1,4 @@
-//! `waterline-sim import` (issue 13 item 2): a cluster's own history, read from Prometheus,
+//! `waterline-sim import` (sim/README.md): a cluster's own history, read from Prometheus,
 //! as an explicit-list scenario (`sim/README.md`, "Importing your own history").
 //!
 //! What is read (all between `--from` and `--to`):

@@ -1,6 +1,6 @@
 package e2e
 
-// TestMemoryBelowTarget: issue 12's end-to-end proof of the combination rule,
+// TestMemoryBelowTarget: the end-to-end proof of the combination rule (docs/design.md#node-score),
 // and the recordings the simulator's agreement test replays
 // (sim/tests/agreement.rs, sim/testdata/agreement/).
 
@@ -27,7 +27,7 @@ import (
 	wlv1 "github.com/waterline/waterline/plugin/gen/waterline/v1"
 )
 
-// The burst of issue 12's weakness: 12 nodes (8 cpu, 32 Gi) at 20, 21.6 ... 38 % cpu and
+// The burst of the weighted mean's weakness: 12 nodes (8 cpu, 32 Gi) at 20, 21.6 ... 38 % cpu and
 // 10 % memory, the shipped policy (deploy/policy/policy.yaml: the six default metrics,
 // water level 40, `combine: overshootDominates`), fed by a --static file (every metric of a
 // resource at the node's level: the 1 h and 1 d maxima of a steady node equal its 5 m

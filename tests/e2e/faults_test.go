@@ -2,11 +2,11 @@ package e2e
 
 // Faults injected while a burst of pods is being scheduled, on the real control plane:
 //
-//   - TestFaultMatrix (issue 17 item 2): one shared stack per path, one subtest per fault,
+//   - TestFaultMatrix (RELIABILITY.md): one shared stack per path, one subtest per fault,
 //     each in its own namespace: Prometheus killed, slow, answering garbage; the API
 //     server's watch cut; collector SIGKILL and restart; scorer SIGKILL and restart; the
 //     scheduler-scorer network black-holed; the policy file replaced by an invalid one.
-//   - TestCollectorKillMidBurst (issue 16 item 1): two collectors, the one the scorer streams
+//   - TestCollectorKillMidBurst (docs/operations.md): two collectors, the one the scorer streams
 //     from SIGKILLed mid-burst.
 //
 // Every fault asserts the same things: every pod of the burst is placed (the stack leaves
@@ -743,7 +743,7 @@ func (fs *faultStack) run(t *testing.T, fc faultCase) {
 	checkNoPanic(t, f.procs()...)
 }
 
-// TestFaultMatrix: issue 17 item 2, one shared stack per path (see the file comment).
+// TestFaultMatrix: one shared stack per path (see the file comment).
 func TestFaultMatrix(t *testing.T) { eachPath(t, testFaultMatrix) }
 
 func testFaultMatrix(t *testing.T, path schedPath) {
@@ -824,7 +824,7 @@ func expectedLedgerPercent(l map[string]*wlv1.LedgerEntry) map[string]float64 {
 	return out
 }
 
-// TestCollectorKillMidBurst: issue 16 item 1. Two collectors with the same flags (each
+// TestCollectorKillMidBurst: two collectors with the same flags (each
 // polls Prometheus and watches the API server on its own); the scorer gets both
 // (--collector-url a,b), streams from one and forwards every Reserve to both. 20 pods are
 // created one every 150 ms; once 5 are bound the collector the scorer streams from is

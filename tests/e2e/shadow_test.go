@@ -1,13 +1,13 @@
 package e2e
 
-// TestShadow: shadow mode (issue 18) on the real control plane. The collector runs with
-// --shadow; kube-scheduler runs its stock default configuration (one profile,
+// TestShadow: shadow mode (docs/design.md#shadow-mode) on the real control plane. The collector
+// runs with --shadow; kube-scheduler runs its stock default configuration (one profile,
 // default-scheduler: request-based scoring, no waterline anywhere) and places a burst of
 // pods onto 4 nodes of which two are hot (90 % cpu, waterline's Filter rejects above
 // 65 %). The collector judges every bind: the binds onto the hot nodes count as rejected
 // by cpu_usage_avg_5m with a positive regret, and ShadowDecisions names, for each pod,
 // the node the default scheduler chose and the node waterline would have picked, with the
-// scores design.md §4 predicts.
+// scores docs/design.md#water-level-curve predicts.
 
 import (
 	"bufio"
@@ -82,7 +82,7 @@ func scrapeOne(t *testing.T, admin, name string, want ...string) float64 {
 	return 0
 }
 
-// waterLevelScore is design.md §4's curve, rounded half away from zero.
+// waterLevelScore is docs/design.md#water-level-curve, rounded half away from zero.
 func waterLevelScore(target, u float64) int64 {
 	var s float64
 	switch {
@@ -133,8 +133,8 @@ func TestShadow(t *testing.T) {
 	}
 	s.stopSched = stop
 
-	// Prediction (design.md §4): U = observed + incoming; the pod requests 100m cpu and
-	// sets no limit, so its estimate is 100m × 0.85 = 85m, 1.0625 % of 8 cores.
+	// Prediction (docs/design.md#predicted-utilisation): U = observed + incoming; the pod requests
+	// 100m cpu and sets no limit, so its estimate is 100m × 0.85 = 85m, 1.0625 % of 8 cores.
 	score := map[string]int64{}
 	best, bestScore := "", int64(-1)
 	for _, n := range s.nodes {

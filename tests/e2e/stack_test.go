@@ -444,7 +444,7 @@ func (s schedSpec) YAML() string {
 	case s.DisableScoring:
 		// NodeResourcesFit (LeastAllocated), BalancedAllocation, ImageLocality,
 		// TaintToleration, NodeAffinity, PodTopologySpread, InterPodAffinity
-		// scoring off: the extender's ranking alone decides (design.md §2).
+		// scoring off: the extender's ranking alone decides (docs/design.md#scheduler-plugin).
 		b.WriteString("    plugins:\n      score:\n        disabled:\n          - name: '*'\n")
 	}
 	if s.ExtenderURL != "" {

@@ -242,7 +242,7 @@ func TestThroughput(t *testing.T) {
 		for _, r := range runs[1:] {
 			note := ""
 			if r.spec.Plugin != nil {
-				note = " (issue 8 target for the plugin: >= 95 %)"
+				note = " (the target for the plugin: >= 95 %)"
 			}
 			if pinned {
 				note += " [pinned: waterline shares core 1 with the API server; the baseline has it alone]"

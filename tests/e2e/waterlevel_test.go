@@ -16,7 +16,7 @@ import (
 // with target 40, ledger on, `scoreMapping: rescale`. Ten pods (estimate
 // 425m = 5.3125 % of 8 cores each) are created one at a time, each after the
 // previous one's placement has reached the ledger. Every placement must be a
-// node design.md §4 predicts: U = observed + ledger + incoming, score =
+// node docs/design.md predicts: U = observed + ledger + incoming, score =
 // water level(U) rounded, mapped 0..10 by rescale, the highest wins (ties:
 // any of them). Expected shape: the 30 % node first, then the 20 % node until
 // it passes 40, then the 10 % node until it passes 40; the 50 % node (above
@@ -92,7 +92,7 @@ func testWaterLevel(t *testing.T, path schedPath) {
 		}
 		t.Logf("pod %d: predicted %v (scores %v) -> %s", k, best, raw, got)
 		if !ok {
-			t.Errorf("pod %s placed on %s; design.md §4 predicts %v (node scores %v)", name, got, best, raw)
+			t.Errorf("pod %s placed on %s; the water level predicts %v (node scores %v)", name, got, best, raw)
 		}
 		ledger[got] += estMillis
 		seq = append(seq, got)

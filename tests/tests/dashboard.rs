@@ -19,7 +19,7 @@
 //! not. (promtool's unit tests, `deploy/prometheus/alerts_test.yaml`, fire and resolve each.)
 //!
 //! One exception, stated in the panel list below: `waterline_stale_breaker_open` is the
-//! fleet staleness breaker's gauge (issue 16), which the scorer exports now; its panel is
+//! fleet staleness breaker's gauge (docs/design.md), which the scorer exports now; its panel is
 //! evaluated whenever the scorer's `/metrics` carries that name, and skipped (with a message)
 //! for a scorer built before the breaker.
 //!

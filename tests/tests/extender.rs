@@ -744,7 +744,7 @@ async fn a_burst_spreads_with_provisional_reservations_and_piles_up_without() ->
     let most = after.placed.values().copied().max().unwrap_or_default();
     assert!(after.placed.len() >= 3, "{:?}", after.placed);
     assert!(most <= PODS / 2, "{:?}", after.placed);
-    // Issue 19: a burst on the extender path never takes a node past a filter threshold —
+    // A burst on the extender path never takes a node past a filter threshold —
     // as the scorer sees it. Filter judged each pod on observed + ledger (the earlier pods'
     // guesses) + the pod itself against `filterAbove: 65`, and each guess went to a node
     // that passed, so no node's prediction ends above it. The guess is the extender's best

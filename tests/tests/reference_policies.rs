@@ -208,7 +208,7 @@ async fn crane_dynamic_scores_design_example_50_and_subtracts_the_hot_value() ->
     nodes.push_str(&six("n1", HUGE, [30.0, 50.0, 60.0, 40.0, 50.0, 50.0]));
     nodes.push_str(&six("hot", HUGE, [70.0, 50.0, 60.0, 40.0, 50.0, 50.0]));
     let pair = start("crane-dynamic.yaml", &nodes).await?;
-    // design.md §4: cpu {0.3, 0.5, 0.6}, mem {0.4, 0.5, 0.5}, weights 0.2/0.3/0.5 each:
+    // docs/design.md: cpu {0.3, 0.5, 0.6}, mem {0.4, 0.5, 0.5}, weights 0.2/0.3/0.5 each:
     // 100 × (0.7·0.2 + 0.5·0.3 + 0.4·0.5 + 0.6·0.2 + 0.5·0.3 + 0.5·0.5) / 2 = 100 × 1.01 / 2
     // = 50.5 → int 50.
     let tiny = pb::PodInfo { cpu_request_millis: 1, ..pod("tiny") };

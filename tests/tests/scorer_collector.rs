@@ -1,4 +1,4 @@
-//! The collector and scorer binaries over loopback gRPC: the worked examples of design.md,
+//! The collector and scorer binaries over loopback gRPC: the worked examples of docs/design.md,
 //! Filter reasons, explain terms, bad input, policy reload, and a scorer that outlives a
 //! collector restart.
 

@@ -1,4 +1,4 @@
-//! The fleet staleness breaker (issue 16 item 2). A Prometheus or recording-rule outage
+//! The fleet staleness breaker (docs/design.md). A Prometheus or recording-rule outage
 //! ages one metric on most nodes at once; judging node by node would then score the nodes
 //! whose samples happen to be fresher against the rest, and `stale.filter: reject` would
 //! reject nearly everything. When more than `stale.breakerShare` of the nodes that report a

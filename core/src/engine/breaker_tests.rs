@@ -1,4 +1,4 @@
-//! The fleet staleness breaker (issue 16 item 2): when most nodes' samples of a metric are
+//! The fleet staleness breaker (docs/design.md): when most nodes' samples of a metric are
 //! stale, the metric is left out for every node instead of scoring half the cluster from old
 //! data.
 

@@ -1,4 +1,4 @@
-//! Evaluate (issue 19): Filter and Score of one pod in one pass — the rejected candidates
+//! Evaluate: Filter and Score of one pod in one pass — the rejected candidates
 //! with reasons, and the score of every feasible one — over the precomputed rows of a
 //! [`Prepared`] table. [`evaluate_reference`] is the same answer the way the scorer gave it
 //! before: `filter`, then `score` of the feasible names, then the score of an unknown node.

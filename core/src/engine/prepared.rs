@@ -1,10 +1,10 @@
 //! The pod-independent half of every node's prediction, computed once per snapshot change
-//! instead of once per request (issue 19 item 2): per policy metric the observed value in
+//! instead of once per request: per policy metric the observed value in
 //! percent and its sample time, per absorb window the ledger's share of the node's capacity,
 //! and the capacity itself. A request then adds the incoming pod's share and runs the curve
 //! ([`super::evaluate`]); it reads the rows in order, one flat column per metric and window,
 //! instead of probing a ~330-byte hash-table slot per candidate (the cache misses
-//! BENCHMARKS.md §1 measured).
+//! docs/benchmarks-history.md §1 measured).
 //!
 //! Freshness is decided per request, so a row never goes stale by itself: once per metric
 //! column when the column's time bounds say every sample is fresh at `now` (a metric

@@ -86,7 +86,7 @@ pub enum Direction {
 /// How metric and node scores are rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rounding {
-    /// The weighted mean rounded half away from zero (design.md §4).
+    /// The weighted mean rounded half away from zero (docs/design.md#node-score).
     Nearest,
     /// Every metric's curve score and the node score truncated toward zero: Koordinator's
     /// integer arithmetic.
@@ -125,7 +125,7 @@ pub enum Curve {
 /// How the metrics' curve scores make one node score.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Combine {
-    /// `Σ weight × curve / Σ weight`: the rule of design.md §4 as first written. Below the
+    /// `Σ weight × curve / Σ weight`: the rule of docs/design.md as first written. Below the
     /// target the water-level curve rises with load, so a dimension far below the target
     /// (often memory) rewards stacking pods on a node whose cpu already runs past it.
     WeightedMean,
@@ -245,8 +245,8 @@ fn default_metric(
     }
 }
 
-/// The six metrics of design.md §4 with Crane's thresholds and weights, reading the
-/// recording rules shipped in `deploy/prometheus/`.
+/// The six metrics of docs/design.md#metrics-and-recording-rules with Crane's thresholds and
+/// weights, reading the recording rules shipped in `deploy/prometheus/`.
 pub fn default_metrics() -> Vec<MetricSpec> {
     use Resource::*;
     let (short, hour, day) = (Millis::from_secs(30), Millis::from_mins(5), Millis::from_mins(30));
@@ -363,8 +363,8 @@ impl Policy {
 
     /// The labels a ledger entry keeps: only those an anti-colocation rule reads. Every other
     /// label of a pod would cost a `BTreeMap` node (~540 bytes) per entry for nothing — at
-    /// 50,000 entries more than the rest of the entry together (BENCHMARKS.md §4). Like the
-    /// usage estimate, this follows the policy in force when the pod was placed; a re-list
+    /// 50,000 entries more than the rest of the entry together (docs/benchmarks-history.md §4).
+    /// Like the usage estimate, this follows the policy in force when the pod was placed; a re-list
     /// of the pods re-applies the current one.
     pub fn ledger_labels(&self, labels: BTreeMap<String, String>) -> BTreeMap<String, String> {
         labels

@@ -37,7 +37,7 @@ fn requests_follow_kube_scheduler_with_sidecars_and_overhead() {
     // limits: only the containers that keep running count (app, log and the sidecar
     // proxy), and `log` sets none, the proxy no memory limit: both are unbounded (0).
     // `PodLimits` said 3000 + 50 and 1024 + 16 Mi, the regular init container `migrate`'s
-    // limits, which cap nothing once it has finished (core's rule, issue 14).
+    // limits, which cap nothing once it has finished (core's rule, docs/design.md#pod-estimate).
     assert_eq!((r.cpu_limit_millis, r.memory_limit_bytes), (0, 0));
 
     let info = p.to_info();
@@ -71,7 +71,7 @@ fn overhead_is_added_to_set_limits_only() {
     // Container `b` sets no limit, so the pod's cpu is unbounded (0): one unlimited
     // container can use the node. This test used to expect 1100 (a's limit + overhead),
     // which capped the usage estimate below what the pod may use while the collector
-    // and the plugin said unbounded for the same pod (issue 14); core's rule is unbounded.
+    // and the plugin said unbounded for the same pod; core's rule is unbounded.
     assert_eq!((r.cpu_limit_millis, r.memory_limit_bytes), (0, 0));
     assert_eq!((r.cpu_request_millis, r.memory_request_bytes), (100, 10 << 20));
     let info = p.to_info();

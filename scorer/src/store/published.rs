@@ -1,4 +1,4 @@
-//! Generations published so that readers never wait for a writer (issue 19 item 2).
+//! Generations published so that readers never wait for a writer.
 //!
 //! Two copies of the value, as in the left-right pattern: readers load the current one from
 //! an `ArcSwap` (no lock; a reader keeps the generation it loaded until it drops it, however

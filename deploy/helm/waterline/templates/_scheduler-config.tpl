@@ -6,8 +6,8 @@ its kustomize-style hash suffix, is the same as deploy/'s (scripts/deps/helm.sh 
 */}}
 {{- define "waterline.schedulerConfig.extender" -}}
 # A second, stock kube-scheduler with one profile, `waterline-scheduler`. Extenders are
-# global to a scheduler process (extender.md §0.10), so a dedicated process keeps every other
-# pod away from the extender; the extender also answers other schedulerNames neutrally.
+# global to a scheduler process (docs/design.md#the-extender-protocol), so a dedicated process keeps
+# every other pod away from the extender; the extender also answers other schedulerNames neutrally.
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 leaderElection:
