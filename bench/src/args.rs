@@ -15,7 +15,7 @@ use waterline_core::time::parse_std_duration;
 /// With --spawn it starts its own `waterline-collector --synthetic-nodes N` and
 /// `waterline-scorer` (and `waterline-extender` for the extender-* subcommands) from
 /// --bin-dir on free loopback ports, waits until they are ready, and also reports their RSS
-/// (VmRSS) and CPU time. Example, the headline number:
+/// (VmRSS) and CPU time. Example, the Score RPC rate of BENCHMARKS.md:
 ///
 ///   waterline-bench score --spawn --cluster-nodes 5000 --nodes 100 --concurrency 32 --duration 10s
 #[derive(Parser, Debug)]

@@ -235,7 +235,7 @@ func checkBelowTarget(t *testing.T, path schedPath, pol shippedPolicy, nodes []s
 	// the stale window: target + 10 pp + stale × one pod's estimate, stale =
 	// ceil((bind + watch lag) / cycle) from this burst's own timing (at least 1).
 	// The same slack applies to the filter thresholds, which the extender's filter judges
-	// on the same stale ledger. Provisional reservations (another issue) would remove it.
+	// on the same stale ledger. Provisional reservations (a separate change) would remove it.
 	slack := map[string]float64{}
 	stale := 0
 	if path == extenderPath {

@@ -1,5 +1,5 @@
-//! The network-traffic example policy end to end, in the integration tier (the issue asks
-//! for the real control plane; tests/e2e is being reworked by another engineer, so this runs
+//! The network-traffic example policy end to end, in the integration tier (the real
+//! control plane is the aim; tests/e2e is being reworked by another engineer, so this runs
 //! the same path minus kube-scheduler): a fake node-exporter serving three nodes whose
 //! physical interfaces carry different traffic (and whose loopback and veth decoys carry far
 //! more, identically), a real Prometheus evaluating the shipped recording rules, a collector

@@ -307,7 +307,7 @@ fn filter_all_rejects_what_filter_rejects_over_every_node_and_lists_no_feasible_
     assert_eq!(all.rejected.len(), 3, "{:?}", all.rejected);
 }
 
-/// The scheduler loop of the ledger issue, in memory: 20 one-CPU pods onto four 8-CPU nodes
+/// A scheduler loop with the ledger, in memory: 20 one-CPU pods onto four 8-CPU nodes
 /// at 10 %, each to the best-scored feasible node (ties by name), then Reserved.
 fn burst(policy: &Policy) -> Vec<Vec<usize>> {
     let nodes = names(&["a", "b", "c", "d"]);
@@ -501,7 +501,7 @@ fn an_overshooting_dimension_caps_the_node_score() {
     assert_eq!(scores("overshootDominates"), vec![37, 85, 72]);
 }
 
-/// The weakness of the simulator issue, in memory: cpu at 20–38 %, memory at 10 %, a burst of
+/// The weighted mean's weakness, in memory: cpu at 20–38 %, memory at 10 %, a burst of
 /// half-CPU, 4 GiB pods (on 8-CPU, 32 GiB nodes 5.3 pp of cpu and 8.75 pp of memory each)
 /// each to the best node, Reserved. Below the target the curve gains 1.5 points per pp and
 /// past it loses 0.67, so under the weighted mean the memory a pod adds outweighs the cpu
