@@ -242,9 +242,9 @@ pub fn record(run: &Path, results_dir: &Path) -> Result<Vec<String>> {
         let load_at_start =
             get("uptime at start").split("load average: ").nth(1).unwrap_or("?").to_owned();
         result.figure = figure;
-        result.measured = format!(
-            "median of {runs} runs (scripts/bench.sh; load average at start {load_at_start})"
-        );
+        let runs = if runs == 1 { "1 run".to_owned() } else { format!("{runs} runs") };
+        result.measured =
+            format!("median of {runs} (scripts/bench.sh; load average at start {load_at_start})");
         result.machine = format!("{} vCPU {}", get("nproc"), get("cpu"));
         result.commit = get("commit");
         result.date = get("date").chars().take(10).collect();
