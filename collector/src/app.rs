@@ -17,6 +17,7 @@ use waterline_runtime::{grpc, https, logging, shutdown_signal};
 use crate::args::Args;
 use crate::args::KubeMode;
 use crate::node_directory::NodeDirectory;
+use crate::published::Deltas;
 use crate::service::Collector;
 use crate::shadow::{self, SchedulerFilter, ShadowMetrics};
 use crate::sources::kube::{self as kube_source, NodeAddresses};
@@ -71,7 +72,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tracing::info!(nodes = count, path = %path.display(), "node address map loaded");
     }
 
-    let state = ClusterState::default();
+    let deltas = Deltas::default();
+    let state = ClusterState::new(std::sync::Arc::new(deltas.clone()));
     match (&args.static_file, args.synthetic_nodes) {
         (Some(path), _) => {
             static_file::load(path, &state)
@@ -144,8 +146,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let (health, router) = grpc::router_with_health(&limits)?;
     health.set_serving::<CollectorServiceServer<Collector>>().await;
-    let service = CollectorServiceServer::new(Collector { state, policy, rpc, shadow: decisions })
-        .max_decoding_message_size(limits.max_request_bytes());
+    let service =
+        CollectorServiceServer::new(Collector { state, deltas, policy, rpc, shadow: decisions })
+            .max_decoding_message_size(limits.max_request_bytes());
 
     tokio::spawn(admin.clone().serve(args.admin_addr, shutdown_signal()));
     grpc::serve(router.add_service(service), args.grpc_addr, tls, "collector").await?;

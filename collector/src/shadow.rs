@@ -359,7 +359,7 @@ impl Judge {
 
     fn handle(&self, view: &mut ShadowView, event: ShadowEvent) {
         match event {
-            ShadowEvent::Delta(published) => view.apply(&published.delta),
+            ShadowEvent::Delta(delta) => view.apply(&delta),
             ShadowEvent::Bound { uid, node, requests } => view.bind(&uid, &node, requests),
             ShadowEvent::Unbound { uid } => view.unbind(&uid),
             ShadowEvent::Judge(bind) => {
