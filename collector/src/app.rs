@@ -31,11 +31,34 @@ const WATCH_NODES_PATH: &str = "/waterline.v1.CollectorService/WatchNodes";
 /// API server must not keep the collector unready forever; the watch keeps retrying).
 const KUBE_READY_WAIT: Duration = Duration::from_secs(30);
 
+/// What [`maintain`] keeps up to date.
 #[derive(Clone, Default)]
 struct Gauges {
     nodes: Gauge,
     ledger_entries: Gauge,
     subscribers: Gauge,
+}
+
+impl Gauges {
+    fn register(registry: &mut Registry) -> Self {
+        let gauges = Gauges::default();
+        registry.register(
+            "waterline_nodes_known",
+            "Nodes the collector holds",
+            gauges.nodes.clone(),
+        );
+        registry.register(
+            "waterline_ledger_entries",
+            "Placements in the ledger",
+            gauges.ledger_entries.clone(),
+        );
+        registry.register(
+            "waterline_watch_subscribers",
+            "Scorers streaming WatchNodes",
+            gauges.subscribers.clone(),
+        );
+        gauges
+    }
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -46,18 +69,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let rpc =
         RpcMetrics::register(&mut registry, "waterline_collector_grpc", "collector gRPC request");
     let reload_metrics = ReloadMetrics::register(&mut registry);
-    let gauges = Gauges::default();
-    registry.register("waterline_nodes_known", "Nodes the collector holds", gauges.nodes.clone());
-    registry.register(
-        "waterline_ledger_entries",
-        "Placements in the ledger",
-        gauges.ledger_entries.clone(),
-    );
-    registry.register(
-        "waterline_watch_subscribers",
-        "Scorers streaming WatchNodes",
-        gauges.subscribers.clone(),
-    );
+    let gauges = Gauges::register(&mut registry);
     let prometheus_metrics = prometheus::SourceMetrics::register(&mut registry);
     let shadow_metrics = args.shadow.shadow.then(|| ShadowMetrics::register(&mut registry));
     let limits = Limits::register(&mut registry, &args.limits, &[WATCH_NODES_PATH]);

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use waterline_api::v1 as pb;
@@ -48,6 +49,33 @@ pub struct ForwardMetrics {
     pub retries: Counter,
     /// Ops a collector did not take within [`GIVE_UP`].
     pub expired: Counter,
+}
+
+impl ForwardMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let f = ForwardMetrics::default();
+        registry.register(
+            "waterline_forward_queued",
+            "Reserves/Unreserves waiting for the collector",
+            f.queued.clone(),
+        );
+        registry.register(
+            "waterline_forward_dropped",
+            "Reserves/Unreserves dropped because the queue was full",
+            f.dropped.clone(),
+        );
+        registry.register(
+            "waterline_forward_retries",
+            "Failed attempts to forward to the collector",
+            f.retries.clone(),
+        );
+        registry.register(
+            "waterline_forward_expired",
+            "Reserves/Unreserves a collector did not take within 15 minutes, given up",
+            f.expired.clone(),
+        );
+        f
+    }
 }
 
 /// What to tell the collector about `pod`.

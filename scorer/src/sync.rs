@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use rand::Rng;
 use tonic::transport::Channel;
 use waterline_api::v1 as pb;
@@ -29,6 +30,33 @@ pub struct SyncMetrics {
     pub messages: Counter,
     /// Ledger entries of the stream the domain cannot hold (no uid or node).
     pub dropped_entries: Counter,
+}
+
+impl SyncMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let s = SyncMetrics::default();
+        registry.register(
+            "waterline_collector_connected",
+            "1 while streaming from the collector",
+            s.connected.clone(),
+        );
+        registry.register(
+            "waterline_collector_reconnects",
+            "Times the collector stream was (re)opened after a failure",
+            s.reconnects.clone(),
+        );
+        registry.register(
+            "waterline_collector_messages",
+            "WatchNodes messages applied",
+            s.messages.clone(),
+        );
+        registry.register(
+            "waterline_collector_dropped_entries",
+            "Streamed ledger entries skipped because they had no pod_uid or node_name",
+            s.dropped_entries.clone(),
+        );
+        s
+    }
 }
 
 /// Doubles the delay up to the cap, with ±20 % jitter so replicas do not reconnect in step.
