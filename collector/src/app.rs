@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use tracing::Instrument;
 use waterline_api::v1::collector_service_server::CollectorServiceServer;
 use waterline_core::UnixMillis;
 use waterline_runtime::admin::Admin;
@@ -90,23 +91,26 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         (Some(path), _) => {
             static_file::load(path, &state)
                 .map_err(|e| anyhow::anyhow!("--static {}: {e}", path.display()))?;
-            tokio::spawn(static_file::watch(
-                path.clone(),
-                state.clone(),
-                Duration::from_secs(1),
-                Duration::from_secs(10),
-            ));
+            let span = tracing::info_span!("static_file", path = %path.display());
+            tokio::spawn(
+                static_file::watch(
+                    path.clone(),
+                    state.clone(),
+                    Duration::from_secs(1),
+                    Duration::from_secs(10),
+                )
+                .instrument(span),
+            );
         }
         (None, Some(count)) => {
             let mut cluster = synthetic::Synthetic::new(count, args.synthetic_seed);
             state.replace_nodes(cluster.sample(&policy.get(), UnixMillis::now()));
             tracing::info!(nodes = count, "synthetic cluster generated");
-            tokio::spawn(synthetic::run(
-                cluster,
-                state.clone(),
-                policy.clone(),
-                args.synthetic_interval,
-            ));
+            let span = tracing::info_span!("synthetic", nodes = count);
+            tokio::spawn(
+                synthetic::run(cluster, state.clone(), policy.clone(), args.synthetic_interval)
+                    .instrument(span),
+            );
         }
         (None, None)
             if args.prometheus.prometheus_url.is_some() || args.kube_mode() != KubeMode::Off => {}
@@ -148,13 +152,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // be on its way.
     match pods_synced {
         Some(synced) => {
-            tokio::spawn(ready_after_pod_list(admin.clone(), synced, KUBE_READY_WAIT));
+            let span = tracing::info_span!("readiness");
+            tokio::spawn(
+                ready_after_pod_list(admin.clone(), synced, KUBE_READY_WAIT).instrument(span),
+            );
         }
         None => admin.set_ready(true),
     }
 
     waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
-    tokio::spawn(maintain(state.clone(), policy.clone(), gauges));
+    let span = tracing::info_span!("maintain");
+    tokio::spawn(maintain(state.clone(), policy.clone(), gauges).instrument(span));
 
     let (health, router) = grpc::router_with_health(&limits)?;
     health.set_serving::<CollectorServiceServer<Collector>>().await;

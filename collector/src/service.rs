@@ -7,6 +7,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 use waterline_api::v1 as pb;
 use waterline_api::v1::collector_service_server::CollectorService;
 use waterline_convert::{
@@ -126,7 +127,9 @@ impl CollectorService for Collector {
         let subscriber = if name.is_empty() { peer } else { format!("{name} ({peer})") };
         tracing::info!(%subscriber, "scorer subscribed");
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        tokio::spawn(feed(self.state.clone(), self.deltas.clone(), subscriber, tx));
+        let span = tracing::info_span!("watch_nodes", %subscriber);
+        let feed = feed(self.state.clone(), self.deltas.clone(), subscriber, tx);
+        tokio::spawn(feed.instrument(span));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 

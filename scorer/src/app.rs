@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
+use tracing::Instrument;
 use waterline_api::v1::scorer_service_server::ScorerServiceServer;
 use waterline_runtime::admin::Admin;
 use waterline_runtime::limits::Limits;
@@ -65,16 +66,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         collectors.push(sync::Collector { url: url.clone(), channel });
     }
     let store = Arc::new(Store::with_policy(collectors.len(), policy.clone()));
-    let channels = collectors.iter().map(|c| c.channel.clone()).collect();
-    let forwarder = Forwarder::spawn(channels, store.clone(), forward_metrics);
+    let forwarder = Forwarder::spawn(collectors.clone(), store.clone(), forward_metrics);
     let subscriber = format!("scorer {}", args.grpc_addr);
-    tokio::spawn(sync::run(collectors, store.clone(), subscriber, sync_metrics));
+    let span = tracing::info_span!("collector_stream", collectors = %args.collector_url.join(","));
+    tokio::spawn(sync::run(collectors, store.clone(), subscriber, sync_metrics).instrument(span));
 
     waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
 
     let (health, router) = grpc::router_with_health(&limits)?;
     health.set_not_serving::<ScorerServiceServer<Scorer>>().await;
-    tokio::spawn(observe::run(store.clone(), policy.clone(), gauges, admin.clone(), health));
+    tokio::spawn(
+        observe::run(store.clone(), policy.clone(), gauges, admin.clone(), health)
+            .instrument(tracing::info_span!("observe")),
+    );
 
     let service = ScorerServiceServer::new(Scorer {
         store,

@@ -25,13 +25,14 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
+use tracing::Instrument;
 use waterline_api::v1 as pb;
 use waterline_api::v1::collector_service_client::CollectorServiceClient;
 use waterline_convert::{duration, timestamp};
 use waterline_core::{Millis, UnixMillis};
 
 use crate::store::Store;
-use crate::sync::next_backoff;
+use crate::sync::{Collector, next_backoff};
 
 /// Placements waiting for the collector, over all lanes, before new ones are dropped (and
 /// counted).
@@ -115,29 +116,30 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// Forwards to every collector of `channels` (the store must expect as many
-    /// confirmations: `Store::new(channels.len())`).
-    pub fn spawn(channels: Vec<Channel>, store: Arc<Store>, metrics: ForwardMetrics) -> Self {
-        Self::spawn_lanes(LANES, QUEUE_LEN, GIVE_UP, channels, store, metrics)
+    /// Forwards to every one of `collectors` (the store must expect as many
+    /// confirmations: `Store::new(collectors.len())`).
+    pub fn spawn(collectors: Vec<Collector>, store: Arc<Store>, metrics: ForwardMetrics) -> Self {
+        Self::spawn_lanes(LANES, QUEUE_LEN, GIVE_UP, collectors, store, metrics)
     }
 
     fn spawn_lanes(
         lanes: usize,
         queue_len: usize,
         give_up: Duration,
-        channels: Vec<Channel>,
+        collectors: Vec<Collector>,
         store: Arc<Store>,
         metrics: ForwardMetrics,
     ) -> Self {
-        let collectors = channels
+        let collectors = collectors
             .into_iter()
-            .map(|channel| {
+            .map(|collector| {
                 (0..lanes.max(1))
-                    .map(|_| {
+                    .map(|lane| {
                         let (tx, rx) = mpsc::channel((queue_len / lanes.max(1)).max(1));
-                        let client = CollectorServiceClient::new(channel.clone());
+                        let client = CollectorServiceClient::new(collector.channel.clone());
+                        let span = tracing::info_span!("forward", collector = %collector.url, lane);
                         let lane = Lane { client, give_up, metrics: metrics.clone() };
-                        tokio::spawn(lane.run(store.clone(), rx));
+                        tokio::spawn(lane.run(store.clone(), rx).instrument(span));
                         tx
                     })
                     .collect()

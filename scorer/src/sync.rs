@@ -66,7 +66,8 @@ pub fn next_backoff(current: Duration) -> Duration {
     doubled.mul_f64(jitter).min(BACKOFF_MAX)
 }
 
-/// One collector the scorer can stream from.
+/// One collector the scorer streams from and forwards to.
+#[derive(Clone)]
 pub struct Collector {
     pub url: String,
     pub channel: Channel,

@@ -109,7 +109,7 @@ pub async fn start(
         // An error means the task ended (it never does) or the deadline passed: go on.
         let _ = tokio::time::timeout_at(deadline, rx).await;
     }
-    tokio::spawn(follow_policy(shared, tasks));
+    tokio::spawn(follow_policy(shared, tasks).instrument(tracing::info_span!("promql_policy")));
     Ok(())
 }
 
