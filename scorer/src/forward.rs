@@ -32,7 +32,7 @@ use waterline_convert::{duration, timestamp};
 use waterline_core::{Millis, UnixMillis};
 
 use crate::store::Store;
-use crate::sync::{Collector, next_backoff};
+use crate::sync::{BACKOFF, Collector};
 
 /// Placements waiting for the collector, over all lanes, before new ones are dropped (and
 /// counted).
@@ -198,7 +198,7 @@ async fn deliver(
     forward: &Forward,
     metrics: &ForwardMetrics,
 ) {
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = BACKOFF;
     loop {
         let call = async {
             match &forward.call {
@@ -233,8 +233,7 @@ async fn deliver(
             Err(_) => tracing::debug!("forwarding to the collector timed out; retrying"),
         }
         metrics.retries.inc();
-        tokio::time::sleep(backoff).await;
-        backoff = next_backoff(backoff);
+        backoff.wait().await;
     }
 }
 
