@@ -101,8 +101,9 @@ pub const DEFAULT_METRIC_WINDOW: Millis = Millis(5 * 60_000);
 /// scrape and recording-rule lag. 5 m + 30 s + 90 s = 7 m for the 5 m metrics; the 1 h and
 /// 1 d maxima are polled every 5 and 30 minutes, so their pods stay 11.5 and 36.5 minutes —
 /// one absorb window for all (7 m) dropped pods before those samples could show them.
+/// Saturates, as [`auto_max_age`] does.
 pub fn derived_absorb_window(window: Millis, period: Millis, lag: Millis) -> Millis {
-    Millis(window.0 + period.0 + lag.0)
+    Millis(window.0.saturating_add(period.0).saturating_add(lag.0))
 }
 
 /// One window of Crane's "hot value": every `count` bindings within `window` add one.
@@ -214,9 +215,10 @@ pub struct Policy {
 /// Scrape interval and recording-rule evaluation lag of the shipped Prometheus set-up.
 pub const DEFAULT_LAG: Millis = Millis(90_000);
 
-/// The default max age of a metric's samples: three missed polls plus a minute.
+/// The default max age of a metric's samples: three missed polls plus a minute. Saturates:
+/// a period of millions of years is a valid (if odd) duration, and must not overflow.
 pub fn auto_max_age(period: Millis) -> Millis {
-    Millis(period.0 * 3 + 60_000)
+    Millis(period.0.saturating_mul(3).saturating_add(60_000))
 }
 
 fn default_metric(
