@@ -1,4 +1,4 @@
-//! Shadow mode (issue 18): the collector judges every bind another scheduler makes as
+//! Shadow mode: the collector judges every bind another scheduler makes as
 //! waterline would have, without changing it, so a team can see what waterline would do on
 //! its own cluster before switching `schedulerName`.
 //!

@@ -86,7 +86,7 @@ pub enum Direction {
 /// How metric and node scores are rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rounding {
-    /// The weighted mean rounded half away from zero (design.md §4).
+    /// The weighted mean rounded half away from zero.
     Nearest,
     /// Every metric's curve score and the node score truncated toward zero: Koordinator's
     /// integer arithmetic.
@@ -126,7 +126,7 @@ pub enum Curve {
 /// How the metrics' curve scores make one node score.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Combine {
-    /// `Σ weight × curve / Σ weight`: the rule of design.md §4 as first written. Below the
+    /// `Σ weight × curve / Σ weight`: the combining rule as first written. Below the
     /// target the water-level curve rises with load, so a dimension far below the target
     /// (often memory) rewards stacking pods on a node whose cpu already runs past it.
     WeightedMean,
@@ -247,8 +247,8 @@ fn default_metric(
     }
 }
 
-/// The six metrics of design.md §4 with Crane's thresholds and weights, reading the
-/// recording rules shipped in `deploy/prometheus/`.
+/// Crane's six metrics (cpu and memory: the 5 m average, the 1 h and 1 d maxima) with its
+/// thresholds and weights, reading the recording rules shipped in `deploy/prometheus/`.
 pub fn default_metrics() -> Vec<MetricSpec> {
     use Resource::*;
     let (short, hour, day) = (Millis::from_secs(30), Millis::from_mins(5), Millis::from_mins(30));
