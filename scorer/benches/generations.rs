@@ -77,7 +77,7 @@ fn generations(c: &mut Criterion) {
             // One pod placed and released in turn, so the store stays the same size.
             i += 1;
             let uid = "bench-pod".to_string();
-            let op = if i % 2 == 0 {
+            let op = if i.is_multiple_of(2) {
                 let node = format!("synthetic-{:05}", i % NODES);
                 PendingOp::Reserve(entry(uid, node, LedgerSource::Reserve, now))
             } else {
