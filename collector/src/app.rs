@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use tracing::Instrument;
 use waterline_api::v1::collector_service_server::CollectorServiceServer;
 use waterline_core::UnixMillis;
 use waterline_runtime::admin::Admin;
@@ -17,6 +18,7 @@ use waterline_runtime::{grpc, https, logging, shutdown_signal};
 use crate::args::Args;
 use crate::args::KubeMode;
 use crate::node_directory::NodeDirectory;
+use crate::published::Deltas;
 use crate::service::Collector;
 use crate::shadow::{self, SchedulerFilter, ShadowMetrics};
 use crate::sources::kube::{self as kube_source, NodeAddresses};
@@ -30,11 +32,34 @@ const WATCH_NODES_PATH: &str = "/waterline.v1.CollectorService/WatchNodes";
 /// API server must not keep the collector unready forever; the watch keeps retrying).
 const KUBE_READY_WAIT: Duration = Duration::from_secs(30);
 
+/// What [`maintain`] keeps up to date.
 #[derive(Clone, Default)]
 struct Gauges {
     nodes: Gauge,
     ledger_entries: Gauge,
     subscribers: Gauge,
+}
+
+impl Gauges {
+    fn register(registry: &mut Registry) -> Self {
+        let gauges = Gauges::default();
+        registry.register(
+            "waterline_nodes_known",
+            "Nodes the collector holds",
+            gauges.nodes.clone(),
+        );
+        registry.register(
+            "waterline_ledger_entries",
+            "Placements in the ledger",
+            gauges.ledger_entries.clone(),
+        );
+        registry.register(
+            "waterline_watch_subscribers",
+            "Scorers streaming WatchNodes",
+            gauges.subscribers.clone(),
+        );
+        gauges
+    }
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -45,18 +70,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let rpc =
         RpcMetrics::register(&mut registry, "waterline_collector_grpc", "collector gRPC request");
     let reload_metrics = ReloadMetrics::register(&mut registry);
-    let gauges = Gauges::default();
-    registry.register("waterline_nodes_known", "Nodes the collector holds", gauges.nodes.clone());
-    registry.register(
-        "waterline_ledger_entries",
-        "Placements in the ledger",
-        gauges.ledger_entries.clone(),
-    );
-    registry.register(
-        "waterline_watch_subscribers",
-        "Scorers streaming WatchNodes",
-        gauges.subscribers.clone(),
-    );
+    let gauges = Gauges::register(&mut registry);
     let prometheus_metrics = prometheus::SourceMetrics::register(&mut registry);
     let shadow_metrics = args.shadow.shadow.then(|| ShadowMetrics::register(&mut registry));
     let limits = Limits::register(&mut registry, &args.limits, &[WATCH_NODES_PATH]);
@@ -71,28 +85,32 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tracing::info!(nodes = count, path = %path.display(), "node address map loaded");
     }
 
-    let state = ClusterState::default();
+    let deltas = Deltas::default();
+    let state = ClusterState::new(std::sync::Arc::new(deltas.clone()));
     match (&args.static_file, args.synthetic_nodes) {
         (Some(path), _) => {
             static_file::load(path, &state)
                 .map_err(|e| anyhow::anyhow!("--static {}: {e}", path.display()))?;
-            tokio::spawn(static_file::watch(
-                path.clone(),
-                state.clone(),
-                Duration::from_secs(1),
-                Duration::from_secs(10),
-            ));
+            let span = tracing::info_span!("static_file", path = %path.display());
+            tokio::spawn(
+                static_file::watch(
+                    path.clone(),
+                    state.clone(),
+                    Duration::from_secs(1),
+                    Duration::from_secs(10),
+                )
+                .instrument(span),
+            );
         }
         (None, Some(count)) => {
             let mut cluster = synthetic::Synthetic::new(count, args.synthetic_seed);
             state.replace_nodes(cluster.sample(&policy.get(), UnixMillis::now()));
             tracing::info!(nodes = count, "synthetic cluster generated");
-            tokio::spawn(synthetic::run(
-                cluster,
-                state.clone(),
-                policy.clone(),
-                args.synthetic_interval,
-            ));
+            let span = tracing::info_span!("synthetic", nodes = count);
+            tokio::spawn(
+                synthetic::run(cluster, state.clone(), policy.clone(), args.synthetic_interval)
+                    .instrument(span),
+            );
         }
         (None, None)
             if args.prometheus.prometheus_url.is_some() || args.kube_mode() != KubeMode::Off => {}
@@ -134,18 +152,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // be on its way.
     match pods_synced {
         Some(synced) => {
-            tokio::spawn(ready_after_pod_list(admin.clone(), synced, KUBE_READY_WAIT));
+            let span = tracing::info_span!("readiness");
+            tokio::spawn(
+                ready_after_pod_list(admin.clone(), synced, KUBE_READY_WAIT).instrument(span),
+            );
         }
         None => admin.set_ready(true),
     }
 
     waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
-    tokio::spawn(maintain(state.clone(), policy.clone(), gauges));
+    let span = tracing::info_span!("maintain");
+    tokio::spawn(maintain(state.clone(), policy.clone(), gauges).instrument(span));
 
     let (health, router) = grpc::router_with_health(&limits)?;
     health.set_serving::<CollectorServiceServer<Collector>>().await;
-    let service = CollectorServiceServer::new(Collector { state, policy, rpc, shadow: decisions })
-        .max_decoding_message_size(limits.max_request_bytes());
+    let service =
+        CollectorServiceServer::new(Collector { state, deltas, policy, rpc, shadow: decisions })
+            .max_decoding_message_size(limits.max_request_bytes());
 
     tokio::spawn(admin.clone().serve(args.admin_addr, shutdown_signal()));
     grpc::serve(router.add_service(service), args.grpc_addr, tls, "collector").await?;

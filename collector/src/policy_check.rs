@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use waterline_core::rule_file::RuleFile;
 use waterline_core::time::parse_std_duration;
 use waterline_runtime::policy::selected_names;
 
@@ -57,41 +57,6 @@ pub struct CheckArgs {
     /// With --prometheus-url: fail when a query returns no series or none maps to a node.
     #[arg(long, requires = "prometheus_url")]
     pub require_series: bool,
-}
-
-/// A Prometheus rule file (`groups:`) or a PrometheusRule object (`spec.groups`); also read by
-/// `waterline-bench recording-rules --isolated`.
-#[derive(Deserialize)]
-pub struct RuleFile {
-    groups: Option<Vec<RuleGroup>>,
-    spec: Option<RuleSpec>,
-}
-
-impl RuleFile {
-    /// The groups of either shape.
-    pub fn parse(text: &str) -> Result<Vec<RuleGroup>, serde_yaml::Error> {
-        let file: RuleFile = serde_yaml::from_str(text)?;
-        Ok(file.groups.or(file.spec.map(|s| s.groups)).unwrap_or_default())
-    }
-}
-
-#[derive(Deserialize)]
-struct RuleSpec {
-    groups: Vec<RuleGroup>,
-}
-
-#[derive(Deserialize)]
-pub struct RuleGroup {
-    pub name: String,
-    pub interval: Option<String>,
-    pub rules: Vec<Rule>,
-}
-
-#[derive(Deserialize)]
-pub struct Rule {
-    pub record: Option<String>,
-    pub alert: Option<String>,
-    pub expr: String,
 }
 
 /// The line (1-based) of the first line of `text` from `from` on that contains `needle`.

@@ -7,6 +7,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 use waterline_api::v1 as pb;
 use waterline_api::v1::collector_service_server::CollectorService;
 use waterline_convert::{
@@ -17,15 +18,21 @@ use waterline_core::{Delta, LedgerSource, Millis, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
+use crate::published::{Deltas, Published};
 use crate::shadow::Decisions;
-use crate::state::{ClusterState, Published};
+use crate::state::ClusterState;
 
 /// Messages queued per subscriber before its sender waits; a subscriber this far behind
 /// stops draining the broadcast channel and is resynced from a full snapshot.
 const STREAM_BUFFER: usize = 16;
 
+/// A published delta as WatchNodes sends it.
+pub type WireDelta = Published<pb::WatchNodesResponse>;
+
 pub struct Collector {
     pub state: ClusterState,
+    /// The channel `state` publishes to, in WatchNodes' encoding.
+    pub deltas: Deltas<pb::WatchNodesResponse>,
     pub policy: PolicyHandle,
     pub rpc: RpcMetrics,
     /// Shadow mode's judgements; `None` when it is off.
@@ -38,7 +45,7 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchNodesResponse, Stat
 /// the last reference (the broadcast channel drops its copy once every receiver has read
 /// it), else it shares the one encoding: a refresh of 5,000 nodes is ~2 MB of messages, and
 /// encoding or copying it once more per subscriber doubled that.
-fn wire(published: Arc<Published>) -> pb::WatchNodesResponse {
+fn wire(published: Arc<WireDelta>) -> pb::WatchNodesResponse {
     match Arc::try_unwrap(published) {
         Ok(last) => last.into_encoded(Delta::to_proto),
         Err(shared) => shared.encoded(Delta::to_proto),
@@ -48,15 +55,15 @@ fn wire(published: Arc<Published>) -> pb::WatchNodesResponse {
 /// Folds every delta that is already waiting into `first`, so a subscriber that wakes up
 /// late gets one message instead of a burst.
 fn coalesce(
-    first: Arc<Published>,
-    rx: &mut broadcast::Receiver<Arc<Published>>,
+    first: Arc<WireDelta>,
+    rx: &mut broadcast::Receiver<Arc<WireDelta>>,
 ) -> Result<pb::WatchNodesResponse, broadcast::error::TryRecvError> {
     let mut merged: Option<Delta> = None;
     loop {
         match rx.try_recv() {
             Ok(next) => {
-                let delta = merged.get_or_insert_with(|| first.delta.clone());
-                delta.merge(next.delta.clone());
+                let delta = merged.get_or_insert_with(|| Delta::clone(&first.delta));
+                delta.merge(Delta::clone(&next.delta));
             }
             // Nothing else waiting, the usual case: the shared encoding.
             Err(broadcast::error::TryRecvError::Empty) => {
@@ -72,11 +79,12 @@ fn coalesce(
 
 async fn feed(
     state: ClusterState,
+    deltas: Deltas<pb::WatchNodesResponse>,
     subscriber: String,
     tx: mpsc::Sender<Result<pb::WatchNodesResponse, Status>>,
 ) {
     'resync: loop {
-        let (full, mut rx) = state.subscribe();
+        let (full, mut rx) = state.subscribe(&deltas);
         tracing::debug!(%subscriber, nodes = full.nodes.len(), "sending full snapshot");
         if tx.send(Ok(full.to_proto())).await.is_err() {
             return;
@@ -119,7 +127,9 @@ impl CollectorService for Collector {
         let subscriber = if name.is_empty() { peer } else { format!("{name} ({peer})") };
         tracing::info!(%subscriber, "scorer subscribed");
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        tokio::spawn(feed(self.state.clone(), subscriber, tx));
+        let span = tracing::info_span!("watch_nodes", %subscriber);
+        let feed = feed(self.state.clone(), self.deltas.clone(), subscriber, tx);
+        tokio::spawn(feed.instrument(span));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -239,8 +249,9 @@ impl CollectorService for Collector {
 mod tests {
     use super::*;
 
-    fn delta(uid: &str) -> Arc<Published> {
-        Arc::new(Published::new(Delta { released: vec![uid.to_string()], ..Delta::default() }))
+    fn delta(uid: &str) -> Arc<WireDelta> {
+        let delta = Delta { released: vec![uid.to_string()], ..Delta::default() };
+        Arc::new(Published::new(Arc::new(delta)))
     }
 
     #[test]

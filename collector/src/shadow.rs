@@ -1,5 +1,5 @@
-//! Shadow mode (docs/design.md#shadow-mode): the collector judges every bind another scheduler
-//! makes as waterline would have, without changing it, so a team can see what waterline would do on
+//! Shadow mode: the collector judges every bind another scheduler makes as
+//! waterline would have, without changing it, so a team can see what waterline would do on
 //! its own cluster before switching `schedulerName`.
 //!
 //! **Where the judge runs, and why here.** The collector has everything a judgement needs:
@@ -359,7 +359,7 @@ impl Judge {
 
     fn handle(&self, view: &mut ShadowView, event: ShadowEvent) {
         match event {
-            ShadowEvent::Delta(published) => view.apply(&published.delta),
+            ShadowEvent::Delta(delta) => view.apply(&delta),
             ShadowEvent::Bound { uid, node, requests } => view.bind(&uid, &node, requests),
             ShadowEvent::Unbound { uid } => view.unbind(&uid),
             ShadowEvent::Judge(bind) => {

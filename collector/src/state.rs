@@ -1,23 +1,20 @@
 //! The collector's state: every node's latest samples and capacity, the ledger, and the
 //! health of each metric source — one mutex, never held across an `.await`. Every change
-//! is published once as a domain [`Delta`] on a broadcast channel (in the order the changes
-//! happened: publishing happens under the lock); a subscriber that lags behind the channel
-//! gets a fresh full snapshot instead. This module knows no wire format: the service
-//! encodes each delta, once, for all subscribers ([`Published::encoded`]).
+//! is published once as a domain [`Delta`] to the state's [`Publish`]er (in the order the
+//! changes happened: publishing happens under the lock); a subscriber that lags behind the
+//! channel gets a fresh full snapshot instead. This module knows no wire format: the service
+//! encodes each delta, once, for all subscribers ([`crate::published`]).
 
-use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 use waterline_core::shadow::{Bind, Requests};
 use waterline_core::snapshot::{Capacity, Sample};
 use waterline_core::{Delta, Ledger, LedgerEntry, Millis, NodeReport, UnixMillis};
 
+use crate::published::{Deltas, Publish, Published, Unwatched};
 use crate::shadow::feed::{ShadowEvent, ShadowFeed, ShadowTap};
-
-/// Deltas buffered per subscriber before it counts as lagging.
-const EVENT_BUFFER: usize = 1024;
 
 /// What a source knows about one node.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -33,42 +30,6 @@ pub struct MetricHealth {
     pub last_error: String,
     pub series: i64,
     pub nodes_covered: i64,
-}
-
-/// One published change and its wire form, encoded by the first subscriber that sends it
-/// and shared by the others. The state names no wire type, so it keeps the encoding as
-/// `Any`; one collector uses one wire type.
-pub struct Published {
-    pub delta: Delta,
-    encoded: OnceLock<Box<dyn Any + Send + Sync>>,
-}
-
-impl std::fmt::Debug for Published {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Published").field("delta", &self.delta).finish_non_exhaustive()
-    }
-}
-
-impl Published {
-    pub fn new(delta: Delta) -> Self {
-        Published { delta, encoded: OnceLock::new() }
-    }
-
-    /// The delta's wire form: encoded once, a copy for every later caller.
-    pub fn encoded<W: Any + Send + Sync + Clone>(&self, encode: impl Fn(&Delta) -> W) -> W {
-        let shared = self.encoded.get_or_init(|| Box::new(encode(&self.delta)));
-        // A second wire type cannot happen in one collector; encoding afresh keeps even
-        // that case correct.
-        shared.downcast_ref::<W>().cloned().unwrap_or_else(|| encode(&self.delta))
-    }
-
-    /// The wire form for the last reader: the shared encoding moved out if there is one.
-    pub fn into_encoded<W: Any>(self, encode: impl Fn(&Delta) -> W) -> W {
-        match self.encoded.into_inner().map(|shared| shared.downcast::<W>()) {
-            Some(Ok(encoded)) => *encoded,
-            _ => encode(&self.delta),
-        }
-    }
 }
 
 /// What ListNodes shows, in the domain's terms.
@@ -92,12 +53,13 @@ struct Inner {
 #[derive(Clone)]
 pub struct ClusterState {
     inner: Arc<Mutex<Inner>>,
-    events: broadcast::Sender<Arc<Published>>,
+    publisher: Arc<dyn Publish>,
 }
 
+/// A state nobody subscribes to (tests, benchmarks).
 impl Default for ClusterState {
     fn default() -> Self {
-        ClusterState { inner: Arc::default(), events: broadcast::channel(EVENT_BUFFER).0 }
+        ClusterState::new(Arc::new(Unwatched))
     }
 }
 
@@ -110,6 +72,11 @@ fn report(name: &str, node: &NodeRecord) -> NodeReport {
 }
 
 impl ClusterState {
+    /// An empty state that publishes every change to `publisher`.
+    pub fn new(publisher: Arc<dyn Publish>) -> Self {
+        ClusterState { inner: Arc::default(), publisher }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -118,12 +85,11 @@ impl ClusterState {
     /// it for the shadow judge when one is attached.
     fn publish(&self, inner: &mut Inner, delta: Delta) {
         if !delta.is_empty() {
-            let published = Arc::new(Published::new(Delta { sent_at: UnixMillis::now(), ..delta }));
+            let delta = Arc::new(Delta { sent_at: UnixMillis::now(), ..delta });
             if let Some(tap) = inner.shadow.as_mut() {
-                tap.send(ShadowEvent::Delta(published.clone()));
+                tap.send(ShadowEvent::Delta(delta.clone()));
             }
-            // No receivers is fine: scorers subscribe whenever they like.
-            let _ = self.events.send(published);
+            self.publisher.publish(delta);
         }
     }
 
@@ -317,11 +283,14 @@ impl ClusterState {
         count
     }
 
-    /// A full snapshot plus a receiver for every later change, taken atomically so no
-    /// change falls between the two.
-    pub fn subscribe(&self) -> (Delta, broadcast::Receiver<Arc<Published>>) {
+    /// A full snapshot plus a receiver for every later change on `deltas` (the channel this
+    /// state publishes to), taken atomically so no change falls between the two.
+    pub fn subscribe<W: Clone>(
+        &self,
+        deltas: &Deltas<W>,
+    ) -> (Delta, broadcast::Receiver<Arc<Published<W>>>) {
         let inner = self.lock();
-        let receiver = self.events.subscribe();
+        let receiver = deltas.receiver();
         (full_snapshot(&inner), receiver)
     }
 
@@ -368,7 +337,7 @@ impl ClusterState {
     }
 
     pub fn subscribers(&self) -> usize {
-        self.events.receiver_count()
+        self.publisher.subscribers()
     }
 }
 
@@ -386,8 +355,15 @@ fn full_snapshot(inner: &Inner) -> Delta {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::published::EVENT_BUFFER;
     use waterline_core::LedgerSource;
     use waterline_core::estimate::Usage;
+
+    /// A state and the channel it publishes to, in the encoding `W`.
+    fn watched<W: Clone + Send + Sync + 'static>() -> (ClusterState, Deltas<W>) {
+        let deltas = Deltas::default();
+        (ClusterState::new(Arc::new(deltas.clone())), deltas)
+    }
 
     fn record(value: f64) -> NodeRecord {
         NodeRecord {
@@ -411,9 +387,9 @@ mod tests {
 
     #[test]
     fn subscribers_get_a_full_snapshot_then_only_changes() {
-        let state = ClusterState::default();
+        let (state, deltas) = watched::<()>();
         state.replace_nodes([("a".into(), record(10.0)), ("b".into(), record(20.0))].into());
-        let (full, mut rx) = state.subscribe();
+        let (full, mut rx) = state.subscribe(&deltas);
         assert!(full.reset);
         assert_eq!(full.nodes.len(), 2);
 
@@ -432,8 +408,8 @@ mod tests {
 
     #[test]
     fn place_and_release_are_idempotent_and_broadcast_once() {
-        let state = ClusterState::default();
-        let (_, mut rx) = state.subscribe();
+        let (state, deltas) = watched::<()>();
+        let (_, mut rx) = state.subscribe(&deltas);
         state.place(entry("p1"));
         state.place(entry("p1"));
         state.release("p1");
@@ -447,8 +423,8 @@ mod tests {
 
     #[test]
     fn an_expired_guess_is_released_to_subscribers_unless_the_ledger_holds_the_pod() {
-        let state = ClusterState::default();
-        let (_, mut rx) = state.subscribe();
+        let (state, deltas) = watched::<()>();
+        let (_, mut rx) = state.subscribe(&deltas);
         state.drop_expired_guess("late");
         assert_eq!(rx.try_recv().unwrap().delta.released, vec!["late".to_string()]);
         // A pod the ledger holds (a Reserve, more trusted than a guess) keeps its entry.
@@ -461,9 +437,9 @@ mod tests {
 
     #[test]
     fn a_delta_is_encoded_once_for_every_subscriber() {
-        let state = ClusterState::default();
-        let (_, mut a) = state.subscribe();
-        let (_, mut b) = state.subscribe();
+        let (state, deltas) = watched::<usize>();
+        let (_, mut a) = state.subscribe(&deltas);
+        let (_, mut b) = state.subscribe(&deltas);
         state.place(entry("p1"));
         let encodings = std::sync::atomic::AtomicUsize::new(0);
         let encode = |d: &Delta| {
@@ -477,8 +453,8 @@ mod tests {
 
     #[test]
     fn a_lagging_subscriber_is_told_so_instead_of_blocking_others() {
-        let state = ClusterState::default();
-        let (_, mut slow) = state.subscribe();
+        let (state, deltas) = watched::<()>();
+        let (_, mut slow) = state.subscribe(&deltas);
         for i in 0..(EVENT_BUFFER + 10) {
             state.place(entry(&format!("p{i}")));
         }
@@ -487,10 +463,10 @@ mod tests {
 
     #[test]
     fn remove_node_broadcasts_once_and_keeps_the_ledger() {
-        let state = ClusterState::default();
+        let (state, deltas) = watched::<()>();
         state.replace_nodes([("a".into(), record(10.0)), ("b".into(), record(20.0))].into());
         state.place(entry("p1"));
-        let (_, mut rx) = state.subscribe();
+        let (_, mut rx) = state.subscribe(&deltas);
         state.remove_node("a");
         state.remove_node("a");
         state.remove_node("unknown");

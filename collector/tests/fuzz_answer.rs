@@ -6,7 +6,6 @@
 //! metric) is `tests/tests/collector_prometheus.rs`.
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
 use waterline_collector::node_directory::NodeDirectory;
 use waterline_collector::sources::prometheus::answer::{map_to_nodes, parse};
 
@@ -98,16 +97,8 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
     )
 }
 
-fn cases() -> u32 {
-    std::env::var("WATERLINE_FUZZ_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512)
-}
-
 proptest! {
-    #![proptest_config(Config {
-        cases: cases(),
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
-        ..Config::default()
-    })]
+    #![proptest_config(waterline_testkit::proptest_config(512))]
 
     #[test]
     fn answers_are_read_or_refused_with_a_reason(

@@ -1,5 +1,7 @@
-//! Waterline's domain: the policy (what to measure and how to score it), the formulas and
-//! the placement ledger of docs/design.md, and the snapshot the scorer answers from.
+//! Waterline's domain: the policy (what to measure and how to score it), the formulas
+//! (curves, the pod estimator, Filter and Score), the placement ledger and the snapshot the
+//! scorer answers from; and the pure readers of the files around them (durations,
+//! quantities, YAML with line numbers, Prometheus rule files).
 //!
 //! Nothing here knows about tonic, kube, axum or the generated API types, and nothing here
 //! reads a clock: every function that depends on time takes `now` as an argument, so tests
@@ -15,6 +17,7 @@ pub mod placement;
 pub mod pod;
 pub mod policy;
 pub mod quantity;
+pub mod rule_file;
 pub mod shadow;
 pub mod snapshot;
 pub mod time;

@@ -3,7 +3,6 @@
 //! 512 in `make test`); a failure prints its seed and is kept in `proptest-regressions/`.
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
 use waterline_core::policy::parse_policy;
 
 /// Valid policies to mutate: the shipped one, the README's full example, and the smallest.
@@ -144,16 +143,8 @@ fn apply(text: &mut String, edit: &Edit) {
     }
 }
 
-fn cases() -> u32 {
-    std::env::var("WATERLINE_FUZZ_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512)
-}
-
 proptest! {
-    #![proptest_config(Config {
-        cases: cases(),
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
-        ..Config::default()
-    })]
+    #![proptest_config(waterline_testkit::proptest_config(512))]
 
     #[test]
     fn mutated_policies_load_or_name_the_line(

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tracing::Instrument;
 use waterline_api::v1 as pb;
 
 use crate::scorer::ScorerClient;
@@ -52,10 +53,14 @@ impl Provisional {
         let done = Done(self.in_flight.clone());
         let scorer = scorer.clone();
         let ttl = self.ttl;
-        tokio::spawn(async move {
-            scorer.reserve(pod, &node, Some(ttl)).await;
-            drop(done);
-        });
+        let span = tracing::info_span!("provisional_reserve", pod = %pod.uid, %node);
+        tokio::spawn(
+            async move {
+                scorer.reserve(pod, &node, Some(ttl)).await;
+                drop(done);
+            }
+            .instrument(span),
+        );
     }
 
     /// Waits, at most `limit`, until no provisional Reserve is in flight.

@@ -12,6 +12,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use prometheus_client::registry::Registry;
+use tracing::Instrument;
 
 /// Shared by the admin server and whoever decides readiness.
 #[derive(Clone)]
@@ -59,7 +60,9 @@ impl Admin {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let tls = self.tls.clone();
-        crate::https::serve(addr, self.router(), tls, "admin", shutdown).await
+        crate::https::serve(addr, self.router(), tls, "admin", shutdown)
+            .instrument(tracing::info_span!("admin", %addr))
+            .await
     }
 }
 

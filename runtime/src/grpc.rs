@@ -18,6 +18,7 @@ use crate::limits::Limits;
 use crate::tls::{TlsError, TlsFiles, TlsMetrics};
 
 use tonic_reflection::server::{v1, v1alpha};
+use tracing::Instrument;
 
 /// Reflection services describing waterline.v1 and grpc.health.v1.
 #[allow(clippy::type_complexity)]
@@ -178,6 +179,7 @@ pub fn client_channel(
 /// again by the channel on the next request.
 pub fn warm_up(channel: tonic::transport::Channel, service: &'static str, url: String) {
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let span = tracing::info_span!("warm_up", %url);
     tokio::spawn(async move {
         let request = HealthCheckRequest { service: service.to_owned() };
         let mut request = tonic::Request::new(request);
@@ -190,5 +192,5 @@ pub fn warm_up(channel: tonic::transport::Channel, service: &'static str, url: S
                 tracing::warn!(%url, error = %status.message(), "{service} not reachable yet")
             }
         }
-    });
+    }.instrument(span));
 }

@@ -13,6 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
+use tracing::Instrument;
 
 use crate::args::CommonArgs;
 use crate::tls::TlsMetrics;
@@ -48,36 +49,49 @@ pub fn accept_tls(
     config: Arc<rustls::ServerConfig>,
 ) -> mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)> {
     let (tx, ready) = mpsc::channel(64);
-    let acceptor = TlsAcceptor::from(config);
-    tokio::spawn(async move {
-        while !tx.is_closed() {
-            let (stream, peer) = match tcp.accept().await {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
-            tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                    Ok(Ok(tls)) => {
-                        let _ = tx.send((tls, peer)).await;
-                    }
-                    Ok(Err(error)) => tracing::debug!(%error, %peer, "TLS handshake failed"),
-                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                }
-            });
-        }
-    });
+    let addr = tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let span = tracing::info_span!("tls_accept", %addr);
+    tokio::spawn(accept_loop(tcp, TlsAcceptor::from(config), tx).instrument(span));
     ready
+}
+
+type Accepted = (TlsStream<TcpStream>, SocketAddr);
+
+async fn accept_loop(tcp: TcpListener, acceptor: TlsAcceptor, tx: mpsc::Sender<Accepted>) {
+    while !tx.is_closed() {
+        let (stream, peer) = match tcp.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        // At debug, as its events are: a span per connection costs nothing at info.
+        let span = tracing::debug_span!("tls_handshake", %peer);
+        tokio::spawn(handshake(acceptor.clone(), stream, peer, tx.clone()).instrument(span));
+    }
+}
+
+async fn handshake(
+    acceptor: TlsAcceptor,
+    stream: TcpStream,
+    peer: SocketAddr,
+    tx: mpsc::Sender<Accepted>,
+) {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => {
+            let _ = tx.send((tls, peer)).await;
+        }
+        Ok(Err(error)) => tracing::debug!(%error, %peer, "TLS handshake failed"),
+        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+    }
 }
 
 /// A listener yielding TLS streams, for `axum::serve`.
 pub struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    ready: mpsc::Receiver<Accepted>,
     local: SocketAddr,
 }
 

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod args;
+pub mod backoff;
 pub mod grpc;
 pub mod https;
 pub mod limits;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use tracing::Instrument;
 use waterline_core::Policy;
 use waterline_core::policy::{PolicyError, metric_field_error, parse_policy};
 
@@ -126,7 +127,8 @@ impl ReloadMetrics {
 /// policy on their next `PolicyHandle::get`.
 pub fn spawn_reload(path: Option<PathBuf>, handle: PolicyHandle, metrics: ReloadMetrics) {
     if let Some(path) = path {
-        tokio::spawn(watch(path, handle, metrics, Duration::from_secs(2)));
+        let span = tracing::info_span!("policy_reload", path = %path.display());
+        tokio::spawn(watch(path, handle, metrics, Duration::from_secs(2)).instrument(span));
     }
 }
 

@@ -32,6 +32,7 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
+use tracing::Instrument;
 
 /// Why a set of TLS files could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -269,17 +270,24 @@ impl Reloader {
     /// Checks the files every `interval` for as long as the reloader is in use.
     fn watch(self: &Arc<Self>, interval: Duration) {
         let weak: Weak<Reloader> = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ticker.tick().await;
-            loop {
+        let span = tracing::info_span!("tls_reload", role = self.role.label());
+        tokio::spawn(
+            async move {
+                let mut ticker = tokio::time::interval(interval);
+                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 ticker.tick().await;
-                let Some(reloader) = weak.upgrade() else { return };
-                // Reads a few small files: off the runtime's worker threads.
-                let _ = tokio::task::spawn_blocking(move || reloader.check()).await;
+                loop {
+                    ticker.tick().await;
+                    let Some(reloader) = weak.upgrade() else { return };
+                    // Reads a few small files: off the runtime's worker threads (in this span,
+                    // which a blocking thread does not inherit).
+                    let span = tracing::Span::current();
+                    let _ = tokio::task::spawn_blocking(move || span.in_scope(|| reloader.check()))
+                        .await;
+                }
             }
-        });
+            .instrument(span),
+        );
     }
 }
 

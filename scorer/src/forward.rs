@@ -22,15 +22,17 @@ use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
+use tracing::Instrument;
 use waterline_api::v1 as pb;
 use waterline_api::v1::collector_service_client::CollectorServiceClient;
 use waterline_convert::{duration, timestamp};
 use waterline_core::{Millis, UnixMillis};
 
 use crate::store::Store;
-use crate::sync::next_backoff;
+use crate::sync::{BACKOFF, Collector};
 
 /// Placements waiting for the collector, over all lanes, before new ones are dropped (and
 /// counted).
@@ -48,6 +50,33 @@ pub struct ForwardMetrics {
     pub retries: Counter,
     /// Ops a collector did not take within [`GIVE_UP`].
     pub expired: Counter,
+}
+
+impl ForwardMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let f = ForwardMetrics::default();
+        registry.register(
+            "waterline_forward_queued",
+            "Reserves/Unreserves waiting for the collector",
+            f.queued.clone(),
+        );
+        registry.register(
+            "waterline_forward_dropped",
+            "Reserves/Unreserves dropped because the queue was full",
+            f.dropped.clone(),
+        );
+        registry.register(
+            "waterline_forward_retries",
+            "Failed attempts to forward to the collector",
+            f.retries.clone(),
+        );
+        registry.register(
+            "waterline_forward_expired",
+            "Reserves/Unreserves a collector did not take within 15 minutes, given up",
+            f.expired.clone(),
+        );
+        f
+    }
 }
 
 /// What to tell the collector about `pod`.
@@ -87,29 +116,30 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// Forwards to every collector of `channels` (the store must expect as many
-    /// confirmations: `Store::new(channels.len())`).
-    pub fn spawn(channels: Vec<Channel>, store: Arc<Store>, metrics: ForwardMetrics) -> Self {
-        Self::spawn_lanes(LANES, QUEUE_LEN, GIVE_UP, channels, store, metrics)
+    /// Forwards to every one of `collectors` (the store must expect as many
+    /// confirmations: `Store::new(collectors.len())`).
+    pub fn spawn(collectors: Vec<Collector>, store: Arc<Store>, metrics: ForwardMetrics) -> Self {
+        Self::spawn_lanes(LANES, QUEUE_LEN, GIVE_UP, collectors, store, metrics)
     }
 
     fn spawn_lanes(
         lanes: usize,
         queue_len: usize,
         give_up: Duration,
-        channels: Vec<Channel>,
+        collectors: Vec<Collector>,
         store: Arc<Store>,
         metrics: ForwardMetrics,
     ) -> Self {
-        let collectors = channels
+        let collectors = collectors
             .into_iter()
-            .map(|channel| {
+            .map(|collector| {
                 (0..lanes.max(1))
-                    .map(|_| {
+                    .map(|lane| {
                         let (tx, rx) = mpsc::channel((queue_len / lanes.max(1)).max(1));
-                        let client = CollectorServiceClient::new(channel.clone());
+                        let client = CollectorServiceClient::new(collector.channel.clone());
+                        let span = tracing::info_span!("forward", collector = %collector.url, lane);
                         let lane = Lane { client, give_up, metrics: metrics.clone() };
-                        tokio::spawn(lane.run(store.clone(), rx));
+                        tokio::spawn(lane.run(store.clone(), rx).instrument(span));
                         tx
                     })
                     .collect()
@@ -168,7 +198,7 @@ async fn deliver(
     forward: &Forward,
     metrics: &ForwardMetrics,
 ) {
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = BACKOFF;
     loop {
         let call = async {
             match &forward.call {
@@ -203,8 +233,7 @@ async fn deliver(
             Err(_) => tracing::debug!("forwarding to the collector timed out; retrying"),
         }
         metrics.retries.inc();
-        tokio::time::sleep(backoff).await;
-        backoff = next_backoff(backoff);
+        backoff.wait().await;
     }
 }
 

@@ -10,17 +10,19 @@ use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use rand::Rng;
+use prometheus_client::registry::Registry;
 use tonic::transport::Channel;
 use waterline_api::v1 as pb;
 use waterline_api::v1::collector_service_client::CollectorServiceClient;
 use waterline_convert::delta_from_proto;
 use waterline_core::UnixMillis;
+use waterline_runtime::backoff::Backoff;
 
 use crate::store::Store;
 
-const BACKOFF_START: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// The wait after every collector failed in a row: from 100 ms up to 5 s. Forwarding a
+/// placement retries on the same schedule.
+pub const BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
 
 #[derive(Clone, Default)]
 pub struct SyncMetrics {
@@ -31,14 +33,35 @@ pub struct SyncMetrics {
     pub dropped_entries: Counter,
 }
 
-/// Doubles the delay up to the cap, with ±20 % jitter so replicas do not reconnect in step.
-pub fn next_backoff(current: Duration) -> Duration {
-    let doubled = (current * 2).min(BACKOFF_MAX);
-    let jitter = rand::rng().random_range(0.8..1.2);
-    doubled.mul_f64(jitter).min(BACKOFF_MAX)
+impl SyncMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let s = SyncMetrics::default();
+        registry.register(
+            "waterline_collector_connected",
+            "1 while streaming from the collector",
+            s.connected.clone(),
+        );
+        registry.register(
+            "waterline_collector_reconnects",
+            "Times the collector stream was (re)opened after a failure",
+            s.reconnects.clone(),
+        );
+        registry.register(
+            "waterline_collector_messages",
+            "WatchNodes messages applied",
+            s.messages.clone(),
+        );
+        registry.register(
+            "waterline_collector_dropped_entries",
+            "Streamed ledger entries skipped because they had no pod_uid or node_name",
+            s.dropped_entries.clone(),
+        );
+        s
+    }
 }
 
-/// One collector the scorer can stream from.
+/// One collector the scorer streams from and forwards to.
+#[derive(Clone)]
 pub struct Collector {
     pub url: String,
     pub channel: Channel,
@@ -60,7 +83,7 @@ pub async fn run(
         tracing::error!("no collector to stream from");
         return;
     }
-    let mut backoff = BACKOFF_START;
+    let mut backoff = BACKOFF;
     let mut current = 0;
     // Collectors tried in a row without a message: after a whole round, back off.
     let mut failed_in_a_row = 0;
@@ -70,20 +93,19 @@ pub async fn run(
         metrics.reconnects.inc();
         if streamed {
             failed_in_a_row = 0;
-            backoff = BACKOFF_START;
+            backoff.reset();
         } else {
             failed_in_a_row += 1;
         }
         current = (current + 1) % clients.len();
         if failed_in_a_row >= clients.len() {
-            tracing::warn!(retry_in = ?backoff, "no collector reachable; serving the last snapshot");
-            tokio::time::sleep(backoff).await;
-            backoff = next_backoff(backoff);
+            tracing::warn!(retry_in = ?backoff.delay(), "no collector reachable; serving the last snapshot");
+            backoff.wait().await;
             failed_in_a_row = 0;
         } else if clients.len() > 1 {
             tracing::info!(next = %collectors[current].url, "failing over to the next collector");
         } else {
-            tokio::time::sleep(backoff).await;
+            tokio::time::sleep(backoff.delay()).await;
         }
     }
 }
@@ -136,21 +158,4 @@ async fn stream_from(
     metrics.connected.set(0);
     store.set_connected(false, UnixMillis::now());
     received
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        let mut delay = BACKOFF_START;
-        for _ in 0..20 {
-            let next = next_backoff(delay);
-            assert!(next <= BACKOFF_MAX);
-            assert!(next >= (delay * 2).min(BACKOFF_MAX).mul_f64(0.8));
-            delay = next;
-        }
-        assert!(delay >= BACKOFF_MAX.mul_f64(0.8));
-    }
 }

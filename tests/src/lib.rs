@@ -6,7 +6,6 @@
 pub mod bad_http;
 pub mod exporter;
 pub mod fake_kube;
-pub mod fuzz;
 pub mod procs;
 pub mod prometheus;
 pub mod victoria;

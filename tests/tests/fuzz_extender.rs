@@ -22,7 +22,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
-use waterline_tests::fuzz::seed_and_cases;
+use waterline_testkit::seed_and_cases;
 use waterline_tests::procs::{Launch, Service, write_file};
 
 const MAX_BODY: usize = 12 << 20;

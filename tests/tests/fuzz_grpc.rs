@@ -11,7 +11,7 @@ use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tonic::Code;
 use waterline_api::v1 as pb;
-use waterline_tests::fuzz::seed_and_cases;
+use waterline_testkit::seed_and_cases;
 use waterline_tests::procs::{Service, write_file};
 
 fn quantity() -> impl Strategy<Value = i64> {

@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Pod as KubePod;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use proptest::test_runner::{Config, FileFailurePersistence, RngAlgorithm, TestRng, TestRunner};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Map, Value, json};
 use waterline_collector::sources::kube::pods::{PodError, pod_resources};
 use waterline_core::pod::{
@@ -366,16 +366,8 @@ fn check(model: &PodModel, i: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn cases() -> u32 {
-    std::env::var("WATERLINE_FUZZ_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000)
-}
-
 proptest! {
-    #![proptest_config(Config {
-        cases: cases(),
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
-        ..Config::default()
-    })]
+    #![proptest_config(waterline_testkit::proptest_config(2000))]
 
     #[test]
     fn odd_pods_read_alike_in_collector_extender_and_core(model in pod_model(Quantities::any())) {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use tokio::time::Instant;
-use waterline_collector::policy_check::RuleFile;
+use waterline_core::rule_file::RuleFile;
 use waterline_core::time::parse_std_duration;
 use waterline_tests::prometheus::Prometheus;
 

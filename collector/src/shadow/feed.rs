@@ -9,15 +9,14 @@ use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Notify, mpsc};
+use waterline_core::Delta;
 use waterline_core::shadow::{Bind, Requests};
-
-use crate::state::Published;
 
 /// One event for the judge, in the order the state changed.
 #[derive(Debug)]
 pub enum ShadowEvent {
-    /// A change every scorer sees too (the same message).
-    Delta(Arc<Published>),
+    /// A change every scorer sees too (the same delta, shared).
+    Delta(Arc<Delta>),
     /// A pod's requests now count on `node` (replacing what it had before).
     Bound { uid: String, node: String, requests: Requests },
     /// A pod no longer holds a node.

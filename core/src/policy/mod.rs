@@ -86,7 +86,7 @@ pub enum Direction {
 /// How metric and node scores are rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rounding {
-    /// The weighted mean rounded half away from zero (docs/design.md#node-score).
+    /// The weighted mean rounded half away from zero.
     Nearest,
     /// Every metric's curve score and the node score truncated toward zero: Koordinator's
     /// integer arithmetic.
@@ -101,8 +101,9 @@ pub const DEFAULT_METRIC_WINDOW: Millis = Millis(5 * 60_000);
 /// scrape and recording-rule lag. 5 m + 30 s + 90 s = 7 m for the 5 m metrics; the 1 h and
 /// 1 d maxima are polled every 5 and 30 minutes, so their pods stay 11.5 and 36.5 minutes —
 /// one absorb window for all (7 m) dropped pods before those samples could show them.
+/// Saturates, as [`auto_max_age`] does.
 pub fn derived_absorb_window(window: Millis, period: Millis, lag: Millis) -> Millis {
-    Millis(window.0 + period.0 + lag.0)
+    Millis(window.0.saturating_add(period.0).saturating_add(lag.0))
 }
 
 /// One window of Crane's "hot value": every `count` bindings within `window` add one.
@@ -125,7 +126,7 @@ pub enum Curve {
 /// How the metrics' curve scores make one node score.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Combine {
-    /// `Σ weight × curve / Σ weight`: the rule of docs/design.md as first written. Below the
+    /// `Σ weight × curve / Σ weight`: the combining rule as first written. Below the
     /// target the water-level curve rises with load, so a dimension far below the target
     /// (often memory) rewards stacking pods on a node whose cpu already runs past it.
     WeightedMean,
@@ -214,9 +215,10 @@ pub struct Policy {
 /// Scrape interval and recording-rule evaluation lag of the shipped Prometheus set-up.
 pub const DEFAULT_LAG: Millis = Millis(90_000);
 
-/// The default max age of a metric's samples: three missed polls plus a minute.
+/// The default max age of a metric's samples: three missed polls plus a minute. Saturates:
+/// a period of millions of years is a valid (if odd) duration, and must not overflow.
 pub fn auto_max_age(period: Millis) -> Millis {
-    Millis(period.0 * 3 + 60_000)
+    Millis(period.0.saturating_mul(3).saturating_add(60_000))
 }
 
 fn default_metric(
@@ -245,8 +247,8 @@ fn default_metric(
     }
 }
 
-/// The six metrics of docs/design.md#metrics-and-recording-rules with Crane's thresholds and
-/// weights, reading the recording rules shipped in `deploy/prometheus/`.
+/// Crane's six metrics (cpu and memory: the 5 m average, the 1 h and 1 d maxima) with its
+/// thresholds and weights, reading the recording rules shipped in `deploy/prometheus/`.
 pub fn default_metrics() -> Vec<MetricSpec> {
     use Resource::*;
     let (short, hour, day) = (Millis::from_secs(30), Millis::from_mins(5), Millis::from_mins(30));

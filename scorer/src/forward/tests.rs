@@ -82,7 +82,7 @@ impl CollectorService for FakeCollector {
     }
 }
 
-async fn fake_collector(barrier: usize) -> (Channel, Arc<Mutex<Vec<(String, &'static str)>>>) {
+async fn fake_collector(barrier: usize) -> (Collector, Arc<Mutex<Vec<(String, &'static str)>>>) {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let fake = FakeCollector { calls: calls.clone(), barrier: Arc::new(Barrier::new(barrier)) };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -92,9 +92,9 @@ async fn fake_collector(barrier: usize) -> (Channel, Arc<Mutex<Vec<(String, &'st
             .add_service(CollectorServiceServer::new(fake))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
-    let channel =
-        tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect_lazy();
-    (channel, calls)
+    let url = format!("http://{addr}");
+    let channel = tonic::transport::Endpoint::from_shared(url.clone()).unwrap().connect_lazy();
+    (Collector { url, channel }, calls)
 }
 
 fn pod(uid: &str) -> pb::PodInfo {
@@ -198,7 +198,10 @@ async fn every_collector_gets_every_op_and_a_dead_one_delays_nobody() {
     // A collector that never answers (port 1: refused): the live one still gets every op at
     // once, and the dead one's share is given up after the deadline, not kept forever.
     let (live, calls) = fake_collector(1).await;
-    let dead = tonic::transport::Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
+    let dead = Collector {
+        url: "http://127.0.0.1:1".into(),
+        channel: tonic::transport::Endpoint::from_static("http://127.0.0.1:1").connect_lazy(),
+    };
     let store = Arc::new(Store::new(2));
     let metrics = ForwardMetrics::default();
     let give_up = Duration::from_millis(300);

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{ClientConfig, Config, parse_header};
+use super::client::{ClientConfig, parse_header};
 use waterline_core::time::parse_std_duration;
 
 #[derive(clap::Args, Clone, Debug)]
@@ -64,6 +64,15 @@ pub struct PrometheusArgs {
     /// How often the capacity queries run.
     #[arg(long, default_value = "5m", value_parser = parse_std_duration)]
     pub prometheus_capacity_period: Duration,
+}
+
+/// The source's configuration, from the flags ([`PrometheusArgs::config`]).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub client: ClientConfig,
+    /// Also read node capacity from Prometheus (when Kubernetes does not give it).
+    pub capacity: bool,
+    pub capacity_period: Duration,
 }
 
 impl PrometheusArgs {

@@ -26,7 +26,7 @@ use waterline_core::snapshot::{Capacity, Sample};
 use waterline_runtime::policy::PolicyHandle;
 
 use self::answer::{Mapped, QueryError, map_to_nodes};
-pub use self::args::PrometheusArgs;
+pub use self::args::{Config, PrometheusArgs};
 pub use self::client::{ClientConfig, PromClient, parse_header};
 pub use self::metrics::SourceMetrics;
 use self::metrics::label;
@@ -47,14 +47,6 @@ const POLICY_CHECK: Duration = Duration::from_secs(2);
 /// Distinct unmapped label sets remembered for log-once (bounded, so a churning cluster
 /// cannot grow it forever).
 const UNMAPPED_LOG_LIMIT: usize = 10_000;
-
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub client: ClientConfig,
-    /// Also read node capacity from Prometheus (when Kubernetes does not give it).
-    pub capacity: bool,
-    pub capacity_period: Duration,
-}
 
 struct Shared {
     client: PromClient,
@@ -117,7 +109,7 @@ pub async fn start(
         // An error means the task ended (it never does) or the deadline passed: go on.
         let _ = tokio::time::timeout_at(deadline, rx).await;
     }
-    tokio::spawn(follow_policy(shared, tasks));
+    tokio::spawn(follow_policy(shared, tasks).instrument(tracing::info_span!("promql_policy")));
     Ok(())
 }
 

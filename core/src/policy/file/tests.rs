@@ -298,3 +298,21 @@ fn the_documented_default_policy_is_the_default() {
     let yaml = section.split("```yaml\n").nth(1).and_then(|b| b.split("```").next()).unwrap();
     assert_eq!(parse_policy(yaml).unwrap(), Policy::default());
 }
+
+#[test]
+fn a_huge_period_saturates_what_derives_from_it_instead_of_overflowing() {
+    // 10^17 days is more milliseconds than an i64 holds: the period saturates, and so must
+    // three of them plus a minute (the max age) and window + period + lag (the absorb
+    // window); the fuzz test found the overflow.
+    let text = "metrics:\n  - {name: m, resource: cpu, query: q, weight: 1, period: 100000000000000000d}\n";
+    let policy = parse_policy(text).unwrap();
+    assert_eq!(policy.metrics[0].period, Millis(i64::MAX));
+    assert_eq!(policy.metrics[0].max_age, Millis(i64::MAX));
+    assert_eq!(policy.metrics[0].absorb_window, Millis(i64::MAX));
+    // An ordinary period: 3 × 30 s + 60 s, and 5 m + 30 s + 90 s.
+    let policy =
+        parse_policy("metrics:\n  - {name: m, resource: cpu, query: q, weight: 1, period: 30s}\n")
+            .unwrap();
+    assert_eq!(policy.metrics[0].max_age, Millis(150_000));
+    assert_eq!(policy.metrics[0].absorb_window, Millis::from_mins(7));
+}
