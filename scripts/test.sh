@@ -3,7 +3,7 @@
 #   1. proto lint (buf, STANDARD rules), deploy/ manifest validation (kustomize, alerts,
 #      dashboard, Helm chart), rustfmt
 #   2. Rust unit and integration tests (real binaries, real Prometheus, loopback only)
-#   3. Go tests of the scheduler plugin (if present)
+#   3. Go tests of the scheduler plugin (if present); gofmt and go vet of both Go modules
 #   4. the end-to-end suite on a real kube-apiserver + kube-scheduler (if present)
 # SKIP_E2E=1 skips tier 4 for quick local loops; CI never skips it.
 set -euo pipefail
@@ -61,9 +61,27 @@ if [ "${CI:-}" = "true" ]; then
         -exec rm -rf {} +
 fi
 
+go_modules=()
+for m in plugin tests/e2e; do
+    if [ -f "$m/go.mod" ]; then go_modules+=("$m"); fi
+done
+if [ "${#go_modules[@]}" -gt 0 ]; then
+    # No build needed: gofmt reads the sources.
+    step "go: gofmt -l ${go_modules[*]} (must list nothing)"
+    unformatted="$(gofmt -l "${go_modules[@]}")"
+    if [ -n "$unformatted" ]; then
+        printf 'not gofmt-formatted (gofmt -w them):\n%s\n' "$unformatted" >&2
+        exit 1
+    fi
+fi
+
+# go vet type-checks against compiled packages, so each module is vetted where its build
+# cache is warm (a cold one means compiling Kubernetes, 10-40 minutes): the plugin right
+# after its own tests, the end-to-end module after tests/e2e/build.sh (and before its
+# tests, so a vet finding fails in seconds, not after the suite).
 if [ -f plugin/go.mod ]; then
-    step "go: scheduler plugin"
-    (cd plugin && go test ./...)
+    step "go: scheduler plugin (go test, go vet)"
+    (cd plugin && go test ./... && go vet ./...)
     if [ -x plugin/hack/verify-gen.sh ]; then
         plugin/hack/verify-gen.sh
     fi
@@ -71,9 +89,11 @@ fi
 
 if [ -x tests/e2e/run.sh ]; then
     if [ "${SKIP_E2E:-0}" = "1" ] && [ "${CI:-}" != "true" ]; then
-        step "end-to-end: skipped (SKIP_E2E=1)"
+        step "end-to-end: skipped (SKIP_E2E=1), and with it go vet of tests/e2e"
     else
-        step "end-to-end: real kube-apiserver and kube-scheduler"
+        step "end-to-end: the harness build (tests/e2e/build.sh), go vet, then the suite"
+        tests/e2e/build.sh
+        (cd tests/e2e && go vet ./...)
         tests/e2e/run.sh
     fi
 fi

@@ -51,6 +51,8 @@ pub enum ImportError {
     NoMetric(&'static str),
     #[error("{query}: {why}")]
     Query { query: String, why: String },
+    #[error("Prometheus at {url}: {why}")]
+    Client { url: String, why: String },
 }
 
 /// `2026-11-30T08:00:00Z`, `2026-11-30T08:00:00.5+01:00` or Unix seconds → Unix seconds.

@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"sigs.k8s.io/yaml"
 
 	wlv1 "github.com/waterline/waterline/plugin/gen/waterline/v1"
+	"github.com/waterline/waterline/tests/e2e/stack"
 )
 
 // The burst of the weighted mean's weakness: 12 nodes (8 cpu, 32 Gi) at 20, 21.6 ... 38 % cpu and
@@ -76,7 +76,7 @@ type shippedPolicy struct {
 
 func readShippedPolicy(t *testing.T) (string, shippedPolicy) {
 	t.Helper()
-	text, err := os.ReadFile(filepath.Join(repoRoot(), "deploy", "policy", "policy.yaml"))
+	text, err := os.ReadFile(filepath.Join(stack.RepoRoot(), "deploy", "policy", "policy.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +110,9 @@ func oneMetricPolicy(text string) string {
 	return b.String()
 }
 
-func TestMemoryBelowTarget(t *testing.T) { eachPath(t, testMemoryBelowTarget) }
+func TestMemoryBelowTarget(t *testing.T) { stack.EachPath(t, testMemoryBelowTarget) }
 
-func testMemoryBelowTarget(t *testing.T, path schedPath) {
+func testMemoryBelowTarget(t *testing.T, path stack.Path) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	policyText, pol := readShippedPolicy(t)
@@ -138,19 +138,19 @@ func testMemoryBelowTarget(t *testing.T, path schedPath) {
 			}
 			ms = append(ms, fmt.Sprintf("%s: %g", m.Name, v))
 		}
-		fmt.Fprintf(&b, "  - {name: %s, capacity: {cpu: 8, memory: 32Gi}, metrics: {%s}}\n", nodeName(i), strings.Join(ms, ", "))
+		fmt.Fprintf(&b, "  - {name: %s, capacity: {cpu: 8, memory: 32Gi}, metrics: {%s}}\n", stack.NodeName(i), strings.Join(ms, ", "))
 	}
 	if err := os.WriteFile(static, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	s := newStack(ctx, t, stackOptions{Nodes: btNodes, StaticFile: static, Policy: policySpec{Raw: policyText}})
-	if !s.kubeWatch {
+	s := stack.New(ctx, t, stack.Options{Nodes: btNodes, StaticFile: static, Policy: stack.Policy{Raw: policyText}})
+	if !s.KubeWatch {
 		t.Fatalf("BLOCKED: waterline-collector has no --kubeconfig: no pod watch feeds the ledger")
 	}
 	probe := btProbe()
-	observed := s.waitScorerTerms(probe, len(pol.Metrics), "every node has every metric of the shipped policy")
-	s.startScheduler(waterlineSched(s, path))
+	observed := s.WaitScorerTerms(probe, len(pol.Metrics), "every node has every metric of the shipped policy")
+	s.StartScheduler(s.WaterlineScheduler(path))
 	t.Logf("stack ready in %v", time.Since(t0).Round(time.Millisecond))
 	ns := "default"
 
@@ -158,12 +158,12 @@ func testMemoryBelowTarget(t *testing.T, path schedPath) {
 	rec := newRecording(path, "six metrics (deploy/policy/policy.yaml)", policyText, observed)
 	for k := 0; k < runs; k++ {
 		if k > 0 {
-			s.deletePods(ns, "burst")
-			s.waitScorerLedgerEmpty()
+			s.DeletePods(ns, "burst")
+			s.WaitScorerLedgerEmpty()
 		}
-		run := s.recordedBurst(ns, fmt.Sprintf("six-metrics-%d", k), btPods, probe)
+		run := recordedBurst(s, ns, fmt.Sprintf("six-metrics-%d", k), btPods, probe)
 		rec.Runs = append(rec.Runs, run)
-		checkBelowTarget(t, path, pol, s.nodes, run, rec.combine())
+		checkBelowTarget(t, path, pol, s.Nodes, run, rec.combine())
 	}
 	rec.write(t, "six-metrics-"+string(path))
 	if recordDir() == "" {
@@ -174,20 +174,20 @@ func testMemoryBelowTarget(t *testing.T, path schedPath) {
 	// same bursts on the same stack after the pods are gone and the policy is reloaded
 	// (collector and scorer poll the file every 2 s). Only when recording.
 	one := oneMetricPolicy(policyText)
-	s.deletePods(ns, "burst")
-	s.waitScorerLedgerEmpty()
-	s.writePolicy(policySpec{Raw: one})
-	observed1 := s.waitScorerTerms(probe, 1, "the scorer runs the one-metric policy")
+	s.DeletePods(ns, "burst")
+	s.WaitScorerLedgerEmpty()
+	s.WritePolicy(stack.Policy{Raw: one})
+	observed1 := s.WaitScorerTerms(probe, 1, "the scorer runs the one-metric policy")
 	rec1 := newRecording(path, "one metric (cpu_usage_avg_5m)", one, observed1)
 	for k := 0; k < runs; k++ {
 		if k > 0 {
-			s.deletePods(ns, "burst")
-			s.waitScorerLedgerEmpty()
+			s.DeletePods(ns, "burst")
+			s.WaitScorerLedgerEmpty()
 		}
-		run := s.recordedBurst(ns, fmt.Sprintf("one-metric-%d", k), btPods, probe)
+		run := recordedBurst(s, ns, fmt.Sprintf("one-metric-%d", k), btPods, probe)
 		rec1.Runs = append(rec1.Runs, run)
 		t.Logf("%s path, one metric, run %d: %s; watch lag median %.0f ms, cycle %.1f ms",
-			path, k, fmtCounts(run.Counts), run.Timing.WatchLagMs.Median, run.Timing.CycleMs)
+			path, k, stack.FmtCounts(run.Counts), run.Timing.WatchLagMs.Median, run.Timing.CycleMs)
 	}
 	rec1.write(t, "one-metric-"+string(path))
 }
@@ -195,7 +195,7 @@ func testMemoryBelowTarget(t *testing.T, path schedPath) {
 // checkBelowTarget asserts one burst of the shipped policy: the hottest node that received
 // pods ends with predicted cpu and memory within target + 10 pp, and no node's predicted
 // value passes a metric's filterAbove.
-func checkBelowTarget(t *testing.T, path schedPath, pol shippedPolicy, nodes []string, run *burstRun, combine string) {
+func checkBelowTarget(t *testing.T, path stack.Path, pol shippedPolicy, nodes []string, run *burstRun, combine string) {
 	t.Helper()
 	final, counts := run.final, run.Counts
 	// The hottest node that received pods: the highest of its predicted cpu and memory.
@@ -214,10 +214,10 @@ func checkBelowTarget(t *testing.T, path schedPath, pol shippedPolicy, nodes []s
 	target := pol.Curve.Target
 	summary := fmt.Sprintf("%s path: %s; hottest node receiving pods %s: predicted cpu %.1f %%, memory %.1f %%; highest memory %s %.1f %%; "+
 		"watch lag median %.0f ms, bind %.0f ms, cycle %.1f ms",
-		path, fmtCounts(counts), hot, final[hot].cpu, final[hot].mem, maxMem, final[maxMem].mem,
+		path, stack.FmtCounts(counts), hot, final[hot].cpu, final[hot].mem, maxMem, final[maxMem].mem,
 		run.Timing.WatchLagMs.Median, run.Timing.BindDelayMs, run.Timing.CycleMs)
 	t.Log(summary)
-	appendResult(t, "below-target.txt", fmt.Sprintf("%s %s (combine %s)\n", time.Now().UTC().Format(time.RFC3339), summary, combine))
+	stack.AppendResult(t, "below-target.txt", fmt.Sprintf("%s %s (combine %s)\n", time.Now().UTC().Format(time.RFC3339), summary, combine))
 
 	// Plugin path: Reserve in the scheduling cycle, so every pod is scored on a ledger
 	// holding every earlier pod of the burst: the bound is target + 10 pp, as asked.
@@ -238,7 +238,7 @@ func checkBelowTarget(t *testing.T, path schedPath, pol shippedPolicy, nodes []s
 	// on the same stale ledger. Provisional reservations (a separate change) would remove it.
 	slack := map[string]float64{}
 	stale := 0
-	if path == extenderPath {
+	if path == stack.ExtenderPath {
 		stale = 1
 		if c := run.Timing.CycleMs; c > 0 {
 			stale = max(1, int(math.Ceil((run.Timing.BindDelayMs+run.Timing.WatchLagMs.Median)/c)))
@@ -250,7 +250,7 @@ func checkBelowTarget(t *testing.T, path schedPath, pol shippedPolicy, nodes []s
 	cpuSlack, memSlack := slack["cpu_usage_avg_5m"], slack["mem_usage_avg_5m"]
 	if final[hot].cpu > target+10+cpuSlack || final[hot].mem > target+10+memSlack {
 		t.Errorf("%s path: the hottest node receiving pods, %s, ends at predicted cpu %.1f %% / memory %.1f %% > target %g + 10 pp (+ %.1f / %.1f pp for %d pod(s) decided on a stale ledger) (%s)",
-			path, hot, final[hot].cpu, final[hot].mem, target, cpuSlack, memSlack, stale, fmtCounts(counts))
+			path, hot, final[hot].cpu, final[hot].mem, target, cpuSlack, memSlack, stale, stack.FmtCounts(counts))
 	}
 	for _, n := range nodes {
 		for _, m := range pol.Metrics {
@@ -268,7 +268,7 @@ func recordRuns() int {
 	if recordDir() == "" {
 		return 1
 	}
-	if n := envInt("WATERLINE_E2E_RECORD_RUNS", 5); n > 0 {
+	if n := stack.EnvInt("WATERLINE_E2E_RECORD_RUNS", 5); n > 0 {
 		return n
 	}
 	return 5
@@ -280,80 +280,6 @@ func btProbe() *wlv1.PodInfo {
 	cpu, mem := resource.MustParse(btCPU), resource.MustParse(btMemory)
 	return &wlv1.PodInfo{Namespace: "default", Name: "bt-probe", Uid: "bt-probe",
 		CpuRequestMillis: cpu.MilliValue(), MemoryRequestBytes: mem.Value()}
-}
-
-// scorerTerms: node -> metric -> term of the scorer's Score with explain for pod.
-func (s *stack) scorerTerms(pod *wlv1.PodInfo) (map[string]map[string]*wlv1.ScoreTerm, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
-	defer cancel()
-	resp, err := s.scorerClient.Score(ctx, &wlv1.ScoreRequest{Pod: pod, NodeNames: s.nodes, Explain: true})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]map[string]*wlv1.ScoreTerm{}
-	for _, ns := range resp.GetScores() {
-		m := map[string]*wlv1.ScoreTerm{}
-		for _, term := range ns.GetTerms() {
-			m[term.GetMetric()] = term
-		}
-		out[ns.GetNodeName()] = m
-	}
-	return out, nil
-}
-
-// waitScorerTerms waits until the scorer explains every node with exactly `metrics`
-// fresh terms; returns node -> metric -> observed percent.
-func (s *stack) waitScorerTerms(pod *wlv1.PodInfo, metrics int, what string) map[string]map[string]float64 {
-	s.t.Helper()
-	var last map[string]map[string]*wlv1.ScoreTerm
-	err := waitFor(s.ctx, 60*time.Second, 100*time.Millisecond, what, func() (bool, error) {
-		terms, err := s.scorerTerms(pod)
-		if err != nil {
-			return false, err
-		}
-		last = terms
-		for _, n := range s.nodes {
-			if len(terms[n]) != metrics {
-				return false, nil
-			}
-			for _, term := range terms[n] {
-				if term.GetStale() {
-					return false, nil
-				}
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		s.t.Fatalf("%v; last explain: %v", err, last)
-	}
-	out := map[string]map[string]float64{}
-	for n, ms := range last {
-		out[n] = map[string]float64{}
-		for m, term := range ms {
-			out[n][m] = term.GetObservedPercent()
-		}
-	}
-	return out
-}
-
-func (s *stack) waitScorerLedgerEmpty() {
-	s.t.Helper()
-	err := waitFor(s.ctx, 60*time.Second, 100*time.Millisecond, "the scorer's ledger empty", func() (bool, error) {
-		l, err := s.scorerLedgerPercent()
-		if err != nil {
-			return false, err
-		}
-		for _, v := range l {
-			if v > 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		s.t.Fatal(err)
-	}
 }
 
 // ---------------------------------------------------------------- recording
@@ -454,7 +380,7 @@ func recordDir() string {
 	case "":
 		return ""
 	case "1", "true":
-		return filepath.Join(repoRoot(), "sim", "testdata", "agreement")
+		return filepath.Join(stack.RepoRoot(), "sim", "testdata", "agreement")
 	default:
 		return v
 	}
@@ -465,7 +391,7 @@ func (r *recording) write(t *testing.T, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeResult(t, "below-target-"+name+".json", string(text)+"\n")
+	stack.WriteResult(t, "below-target-"+name+".json", string(text)+"\n")
 	dir := recordDir()
 	if dir == "" {
 		return
@@ -480,7 +406,7 @@ func (r *recording) write(t *testing.T, name string) {
 	t.Logf("recorded %s", p)
 }
 
-func newRecording(path schedPath, metrics, policy string, observed map[string]map[string]float64) *recording {
+func newRecording(path stack.Path, metrics, policy string, observed map[string]map[string]float64) *recording {
 	r := &recording{
 		Comment:    recordingComment,
 		RecordedAt: time.Now().UTC().Format(time.RFC3339),
@@ -490,14 +416,14 @@ func newRecording(path schedPath, metrics, policy string, observed map[string]ma
 		Policy:     policy,
 	}
 	for i := 0; i < btNodes; i++ {
-		n := nodeName(i)
+		n := stack.NodeName(i)
 		rn := recordedNode{Name: n, CPU: "8", Memory: "32Gi", Observed: observed[n], CPUPct: observed[n]["cpu_usage_avg_5m"], MemPct: btMemPct}
 		if v, ok := observed[n]["mem_usage_avg_5m"]; ok {
 			rn.MemPct = v
 		}
 		r.Nodes = append(r.Nodes, rn)
 	}
-	for _, name := range podNames("burst", btPods) {
+	for _, name := range stack.PodNames("burst", btPods) {
 		r.Pods = append(r.Pods, recordedPod{Name: name, CPU: btCPU, Memory: btMemory})
 	}
 	return r
@@ -514,19 +440,19 @@ type ledgerSample struct {
 // recordedBurst creates n pods (500m / 4Gi) at once and measures: bindings as a pod watch
 // sees them, the scorer's ledger (Score explain every ~20 ms) until it holds every pod,
 // and at the end each node's predicted cpu and memory (observed + ledger).
-func (s *stack) recordedBurst(ns, prefix string, n int, probe *wlv1.PodInfo) *burstRun {
-	s.t.Helper()
+func recordedBurst(s *stack.Stack, ns, prefix string, n int, probe *wlv1.PodInfo) *burstRun {
+	s.T().Helper()
 	r := &burstRun{share: map[string]float64{}}
-	terms, err := s.scorerTerms(probe)
+	terms, err := s.ScorerTerms(probe)
 	if err != nil {
-		s.t.Fatal(err)
+		s.T().Fatal(err)
 	}
-	for _, term := range terms[s.nodes[0]] {
+	for _, term := range terms[s.Nodes[0]] {
 		r.share[term.GetMetric()] = term.GetIncomingPercent()
 	}
 	cpuShare := r.share["cpu_usage_avg_5m"]
 	if cpuShare <= 0 {
-		s.t.Fatalf("the scorer explains no cpu_usage_avg_5m incoming share for %s/%s: %v", btCPU, btMemory, terms[s.nodes[0]])
+		s.T().Fatalf("the scorer explains no cpu_usage_avg_5m incoming share for %s/%s: %v", btCPU, btMemory, terms[s.Nodes[0]])
 	}
 	countOf := func(terms map[string]map[string]*wlv1.ScoreTerm) (map[string]int, int) {
 		c, total := map[string]int{}, 0
@@ -537,9 +463,9 @@ func (s *stack) recordedBurst(ns, prefix string, n int, probe *wlv1.PodInfo) *bu
 		return c, total
 	}
 
-	w, err := s.cluster.Client.CoreV1().Pods(ns).Watch(s.ctx, metav1.ListOptions{LabelSelector: "burst=" + prefix})
+	w, err := s.Cluster.Client.CoreV1().Pods(ns).Watch(s.Ctx(), metav1.ListOptions{LabelSelector: "burst=" + prefix})
 	if err != nil {
-		s.t.Fatal(err)
+		s.T().Fatal(err)
 	}
 	defer w.Stop()
 	var mu sync.Mutex
@@ -572,7 +498,7 @@ func (s *stack) recordedBurst(ns, prefix string, n int, probe *wlv1.PodInfo) *bu
 				return
 			default:
 			}
-			if t, err := s.scorerTerms(probe); err == nil {
+			if t, err := s.ScorerTerms(probe); err == nil {
 				c, total := countOf(t)
 				out = append(out, ledgerSample{at: time.Now(), count: c, total: total})
 			}
@@ -580,20 +506,20 @@ func (s *stack) recordedBurst(ns, prefix string, n int, probe *wlv1.PodInfo) *bu
 		}
 	}()
 
-	bind0 := schedulerHistogram("scheduler_framework_extension_point_duration_seconds", "extension_point", "Bind")
-	names := podNames(prefix, n)
+	bind0 := stack.Histograms(stack.Legacy, "scheduler_framework_extension_point_duration_seconds", "extension_point")["Bind"]
+	names := stack.PodNames(prefix, n)
 	pods := make([]*v1.Pod, n)
 	for i, name := range names {
-		pods[i] = newPod(ns, name, withLabels("burst", prefix), withCPU(btCPU, ""), withMemory(btMemory))
+		pods[i] = stack.NewPod(ns, name, stack.WithLabels("burst", prefix), stack.WithCPU(btCPU, ""), stack.WithMemory(btMemory))
 	}
 	created := time.Now()
-	s.createPods(pods, n)
+	s.CreatePods(pods, n)
 	createMs := ms(time.Since(created))
-	placed := s.waitScheduled(ns, names, 3*time.Minute)
-	r.Counts = s.countPerNode(placed)
+	placed := s.WaitScheduled(ns, names, 3*time.Minute)
+	r.Counts = s.CountPerNode(placed)
 	// Until the scorer's ledger holds the whole burst.
-	err = waitFor(s.ctx, 60*time.Second, 50*time.Millisecond, "the scorer's ledger holds the burst", func() (bool, error) {
-		t, err := s.scorerTerms(probe)
+	err = stack.WaitFor(s.Ctx(), 60*time.Second, 50*time.Millisecond, "the scorer's ledger holds the burst", func() (bool, error) {
+		t, err := s.ScorerTerms(probe)
 		if err != nil {
 			return false, err
 		}
@@ -606,20 +532,20 @@ func (s *stack) recordedBurst(ns, prefix string, n int, probe *wlv1.PodInfo) *bu
 		return true, nil
 	})
 	if err != nil {
-		s.t.Fatalf("%v (counts %s)", err, fmtCounts(r.Counts))
+		s.T().Fatalf("%v (counts %s)", err, stack.FmtCounts(r.Counts))
 	}
 	close(stop)
 	samples := <-samplesDone
-	bind1 := schedulerHistogram("scheduler_framework_extension_point_duration_seconds", "extension_point", "Bind")
+	bind1 := stack.Histograms(stack.Legacy, "scheduler_framework_extension_point_duration_seconds", "extension_point")["Bind"]
 
 	// Final prediction.
-	final, err := s.scorerTerms(probe)
+	final, err := s.ScorerTerms(probe)
 	if err != nil {
-		s.t.Fatal(err)
+		s.T().Fatal(err)
 	}
 	r.final = map[string]cpuMem{}
 	r.predicted = map[string]map[string]float64{}
-	for _, node := range s.nodes {
+	for _, node := range s.Nodes {
 		r.predicted[node] = map[string]float64{}
 		cm := cpuMem{}
 		for m, term := range final[node] {
@@ -700,36 +626,4 @@ func stats(v []float64) lagStats {
 		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
 	return lagStats{Median: round1(med), Mean: round1(sum / float64(len(v))), Min: round1(v[0]), Max: round1(v[len(v)-1]), N: len(v)}
-}
-
-// schedulerHistogram: (sum seconds, count) of an in-process kube-scheduler histogram,
-// summed over the series whose label `key` is `value`.
-func schedulerHistogram(name, key, value string) [2]float64 {
-	var out [2]float64
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		return out
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := false
-			for _, lp := range m.GetLabel() {
-				match = match || (lp.GetName() == key && lp.GetValue() == value)
-			}
-			if match {
-				out[0] += m.GetHistogram().GetSampleSum()
-				out[1] += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return out
-}
-
-func withMemory(request string) podOpt {
-	return func(p *v1.Pod) {
-		p.Spec.Containers[0].Resources.Requests[v1.ResourceMemory] = resource.MustParse(request)
-	}
 }

@@ -11,7 +11,7 @@ package e2e
 //
 // Every fault asserts the same things: every pod of the burst is placed (the stack leaves
 // room for every pod, so a pending one is a failure, reported with its PodScheduled reason);
-// the collector's ledger equals the pods afterwards (ledgerMismatches); the fault was
+// the collector's ledger equals the pods afterwards (stack.LedgerMismatches); the fault was
 // observed where it should be (a counter, a reconnect); after the fault is healed waterline
 // decides again (probe pods, then a batch with no neutral answer and none on the hot node);
 // and no waterline process panicked. A fault that leaves waterline deciding (the scorer
@@ -20,33 +20,25 @@ package e2e
 //
 // The stack (faultStackOptions): 6 nodes, node-5 at 90 % cpu (rejected by the 65 % filter),
 // the others at 10-22 %, ledger on. Its collector reaches Prometheus and the API server
-// through fault proxies (proxy_test.go), and the scheduler reaches the scorer through one
+// through fault proxies (stack.FaultProxy), and the scheduler reaches the scorer through one
 // (the plugin's endpoint; on the extender path the extender's --scorer-url). The collector
 // runs with --prometheus-timeout 2s (the slow-Prometheus proxy adds 10 s, and the default
 // 10 s timeout would race it) and --kube-watch-timeout 5s (a stranded watch is noticed after
 // 10 s of silence instead of the default's 65 s).
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	wlv1 "github.com/waterline/waterline/plugin/gen/waterline/v1"
+	"github.com/waterline/waterline/tests/e2e/stack"
 )
 
 const (
@@ -68,8 +60,8 @@ const (
 	faultEffectWindow = 90 * time.Second
 )
 
-func faultStackOptions() stackOptions {
-	return stackOptions{
+func faultStackOptions() stack.Options {
+	return stack.Options{
 		Nodes: faultNodes,
 		CPUBusy: func(i int) float64 {
 			if i == faultHot {
@@ -78,357 +70,71 @@ func faultStackOptions() stackOptions {
 			return 0.10 + 0.03*float64(i)
 		},
 		MemoryUsed:  0.2,
-		Policy:      policySpec{Metrics: []metricSpec{withFilter(cpuAvg5m, 65), withFilter(memAvg5m, 65)}, Ledger: true},
+		Policy:      stack.Policy{Metrics: []stack.Metric{stack.CPUAvg5m.WithFilter(65), stack.MemAvg5m.WithFilter(65)}, Ledger: true},
 		WaitMetrics: true,
 	}
-}
-
-// ---------------------------------------------------------------- process helpers
-
-// setFlag sets flag's value in p's arguments (appending the flag when absent); it takes
-// effect at p's next start.
-func setFlag(p *proc, flag, value string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i := 0; i+1 < len(p.args); i++ {
-		if p.args[i] == flag {
-			p.args[i+1] = value
-			return
-		}
-	}
-	p.args = append(p.args, flag, value)
-}
-
-// restart stops p (SIGTERM) and starts it again with its current arguments, failing t (the
-// caller's test, which may be a subtest of the one that started p) if it cannot.
-func restart(t *testing.T, p *proc) {
-	t.Helper()
-	p.Stop()
-	if err := p.start(); err != nil {
-		t.Fatalf("restart %s: %v", p.name, err)
-	}
-}
-
-// checkNoPanic fails t if any process's log (every start of it: the log is appended to)
-// says "panicked".
-func checkNoPanic(t *testing.T, procs ...*proc) {
-	t.Helper()
-	for _, p := range procs {
-		b, err := os.ReadFile(p.logPath)
-		if err != nil {
-			t.Errorf("%s log: %v", p.name, err)
-			continue
-		}
-		if i := bytes.Index(b, []byte("panicked")); i >= 0 {
-			lo, hi := max(0, i-300), min(len(b), i+700)
-			t.Errorf("%s panicked:\n%s", p.name, b[lo:hi])
-		}
-	}
-}
-
-// keepLogs copies the processes' logs to tests/e2e/results/<prefix>-<name>.log (git-ignored),
-// for reading what each process said about the faults.
-func keepLogs(t *testing.T, prefix string, procs ...*proc) {
-	for _, p := range procs {
-		b, err := os.ReadFile(p.logPath)
-		if err != nil {
-			continue
-		}
-		writeResult(t, prefix+"-"+p.name+".log", string(b))
-	}
-}
-
-// adminMetric sums the samples of metric name (the exposition name, e.g. with _total) on
-// http://admin/metrics whose labels include every name=value pair of labels; 0 when none.
-func adminMetric(admin, name string, labels ...string) (float64, error) {
-	resp, err := httpc.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	total := 0.0
-next:
-	for _, line := range strings.Split(string(raw), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		if sp < 0 {
-			continue
-		}
-		series, value := line[:sp], line[sp+1:]
-		metric, labelText := series, ""
-		if i := strings.IndexByte(series, '{'); i >= 0 {
-			metric, labelText = series[:i], series[i:]
-		}
-		if metric != name {
-			continue
-		}
-		for i := 0; i+1 < len(labels); i += 2 {
-			if !strings.Contains(labelText, labels[i]+`="`+labels[i+1]+`"`) {
-				continue next
-			}
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %q: %w", admin, line, err)
-		}
-		total += v
-	}
-	return total, nil
-}
-
-// waitAdminMetric waits until metric (summed as adminMetric does) is want on every admin
-// address, failing the stack's test if it never is.
-func (s *stack) waitAdminMetric(metric string, want float64, admins ...string) {
-	s.t.Helper()
-	var last []float64
-	err := waitFor(s.ctx, 60*time.Second, 200*time.Millisecond, fmt.Sprintf("%s = %g", metric, want), func() (bool, error) {
-		last = last[:0]
-		for _, admin := range admins {
-			v, err := adminMetric(admin, metric)
-			if err != nil {
-				return false, err
-			}
-			last = append(last, v)
-			if v != want {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		s.t.Fatalf("%v (last %v)", err, last)
-	}
-}
-
-// kubeconfigVia writes a copy of the kubeconfig src whose clusters point at server (a proxy
-// in front of the API server: the serving certificate names 127.0.0.1, not a port).
-func kubeconfigVia(t *testing.T, src, server string) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = server
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig-via-proxy")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// ---------------------------------------------------------------- pods and the ledger
-
-// pacedPods creates n pods named prefix-i in ns, one every gap, in the background; the
-// channel gets the outcome once all are created.
-func (s *stack) pacedPods(ns, prefix string, n int, gap time.Duration) ([]string, <-chan error) {
-	names := podNames(prefix, n)
-	done := make(chan error, 1)
-	go func() {
-		for i, name := range names {
-			if i > 0 {
-				time.Sleep(gap)
-			}
-			if _, err := s.cluster.Client.CoreV1().Pods(ns).Create(s.ctx, newPod(ns, name), metav1.CreateOptions{}); err != nil {
-				done <- fmt.Errorf("create %s/%s: %w", ns, name, err)
-				return
-			}
-		}
-		done <- nil
-	}()
-	return names, done
-}
-
-// boundCount counts the pods of ns with spec.nodeName set.
-func (s *stack) boundCount(ns string) (int, error) {
-	list, err := s.cluster.Client.CoreV1().Pods(ns).List(s.ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, p := range list.Items {
-		if p.Spec.NodeName != "" {
-			n++
-		}
-	}
-	return n, nil
-}
-
-// ledgerCheck is the outcome of one comparison of the ledger with the pods.
-type ledgerCheck struct {
-	problems []string
-	pods     int // bound pods compared
-	// atScheduled: entries placed exactly at the PodScheduled second (learnt from the pod
-	// watch); the others carry an earlier Reserve or provisional time.
-	atScheduled int
-}
-
-// ledgerMismatches compares the collector's ledger (ListNodes, what it streams to the
-// scorers) with the pods of the namespaces. Every bound pod must have one entry, on its
-// node, placed between its creation and its bind. The API keeps both times to the second:
-// creationTimestamp's second <= placed_at < the PodScheduled second + 1 s. A Reserve (or
-// the extender's provisional guess) is stamped before the bind, with milliseconds; an entry
-// only the watch saw is the PodScheduled time itself. The pod watch must have confirmed every
-// entry (an unconfirmed Reserve or provisional guess expires). Every entry of those
-// namespaces must be a bound pod, and no pod may have two.
-func (s *stack) ledgerMismatches(namespaces ...string) (ledgerCheck, error) {
-	var c ledgerCheck
-	resp, err := s.listNodes()
-	if err != nil {
-		return c, err
-	}
-	ledger := map[string]*wlv1.LedgerEntry{}
-	for _, e := range resp.GetLedger() {
-		if prev := ledger[e.GetPodUid()]; prev != nil {
-			c.problems = append(c.problems, fmt.Sprintf("%s/%s has two ledger entries (%s and %s)", e.GetNamespace(), e.GetName(), prev.GetNodeName(), e.GetNodeName()))
-		}
-		ledger[e.GetPodUid()] = e
-	}
-	inScope := map[string]bool{}
-	bound := map[string]bool{}
-	for _, ns := range namespaces {
-		inScope[ns] = true
-		list, err := s.cluster.Client.CoreV1().Pods(ns).List(s.ctx, metav1.ListOptions{})
-		if err != nil {
-			return c, err
-		}
-		for _, p := range list.Items {
-			if p.Spec.NodeName == "" {
-				continue
-			}
-			c.pods++
-			uid := string(p.UID)
-			bound[uid] = true
-			var scheduled time.Time
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == v1.PodScheduled && cond.Status == v1.ConditionTrue {
-					scheduled = cond.LastTransitionTime.Time
-				}
-			}
-			e := ledger[uid]
-			switch {
-			case e == nil:
-				c.problems = append(c.problems, fmt.Sprintf("%s/%s (bound to %s) has no ledger entry", ns, p.Name, p.Spec.NodeName))
-				continue
-			case e.GetNodeName() != p.Spec.NodeName:
-				c.problems = append(c.problems, fmt.Sprintf("%s/%s: ledger says %s, bound to %s", ns, p.Name, e.GetNodeName(), p.Spec.NodeName))
-				continue
-			case e.GetSource() != wlv1.LedgerSource_LEDGER_SOURCE_WATCH:
-				// A Reserve or a provisional guess the pod watch never confirmed expires.
-				c.problems = append(c.problems, fmt.Sprintf("%s/%s (bound to %s): the pod watch has not confirmed its entry (%v)", ns, p.Name, p.Spec.NodeName, e.GetSource()))
-				continue
-			case scheduled.IsZero():
-				c.problems = append(c.problems, fmt.Sprintf("%s/%s is bound but has no PodScheduled=True condition", ns, p.Name))
-				continue
-			}
-			at := e.GetPlacedAt().AsTime()
-			created := p.CreationTimestamp.Time
-			if at.Before(created) || !at.Before(scheduled.Add(time.Second)) {
-				c.problems = append(c.problems, fmt.Sprintf("%s/%s: placed_at %s (%v) outside [created %s, PodScheduled %s + 1s)",
-					ns, p.Name, at.Format(time.RFC3339Nano), e.GetSource(), created.Format(time.RFC3339), scheduled.Format(time.RFC3339)))
-				continue
-			}
-			if at.Equal(scheduled) {
-				c.atScheduled++
-			}
-		}
-	}
-	for uid, e := range ledger {
-		if inScope[e.GetNamespace()] && !bound[uid] {
-			c.problems = append(c.problems, fmt.Sprintf("ledger entry %s/%s on %s (%v) is not a bound pod", e.GetNamespace(), e.GetName(), e.GetNodeName(), e.GetSource()))
-		}
-	}
-	sort.Strings(c.problems)
-	return c, nil
-}
-
-// checkLedger waits (the pod watch and forwarded Reserves take a moment) until the ledger
-// equals the pods of the namespaces, and fails t with the differences if it never does.
-func (s *stack) checkLedger(t *testing.T, namespaces ...string) ledgerCheck {
-	t.Helper()
-	var last ledgerCheck
-	err := waitFor(s.ctx, 30*time.Second, 300*time.Millisecond, "the ledger to equal the pods", func() (bool, error) {
-		c, err := s.ledgerMismatches(namespaces...)
-		last = c
-		return err == nil && len(c.problems) == 0, err
-	})
-	if err != nil {
-		t.Errorf("%v: %d bound pods, %d problem(s):\n  %s", err, last.pods, len(last.problems), strings.Join(last.problems, "\n  "))
-	}
-	return last
 }
 
 // ---------------------------------------------------------------- the shared stack
 
 type faultStack struct {
-	*stack
-	path schedPath
+	*stack.Stack
+	path stack.Path
 	// promNet is in front of Prometheus (the collector's --prometheus-url), apiNet in front of the
 	// API server (the collector's kubeconfig), scorerNet in front of the scorer's gRPC port
 	// (the plugin's endpoint, or the extender's --scorer-url).
-	promNet, apiNet, scorerNet *faultProxy
+	promNet, apiNet, scorerNet *stack.FaultProxy
 	hot                        string
 	namespaces                 []string
 }
 
 // newFaultStack starts the stack of one path, rewires the collector and the scheduler's
 // way to the scorer through fault proxies, and starts the scheduler.
-func newFaultStack(ctx context.Context, t *testing.T, path schedPath) *faultStack {
+func newFaultStack(ctx context.Context, t *testing.T, path stack.Path) *faultStack {
 	t.Helper()
-	s := newStack(ctx, t, faultStackOptions())
-	fs := &faultStack{stack: s, path: path, hot: nodeName(faultHot)}
-	fs.promNet = startProxy(t, strings.TrimPrefix(s.promURL, "http://"))
-	fs.apiNet = startProxy(t, strings.TrimPrefix(s.cluster.Server, "https://"))
-	setFlag(s.collector, "--prometheus-url", "http://"+fs.promNet.Addr())
-	setFlag(s.collector, "--prometheus-timeout", faultPromTimeout)
+	s := stack.New(ctx, t, faultStackOptions())
+	fs := &faultStack{Stack: s, path: path, hot: stack.NodeName(faultHot)}
+	fs.promNet = stack.StartProxy(t, strings.TrimPrefix(s.PrometheusURL, "http://"))
+	fs.apiNet = stack.StartProxy(t, strings.TrimPrefix(s.Cluster.Server, "https://"))
+	s.Collector.SetFlag("--prometheus-url", "http://"+fs.promNet.Addr())
+	s.Collector.SetFlag("--prometheus-timeout", faultPromTimeout)
 	// A silently lost watch is taken for dead after this + 5 s (the default is a minute).
-	setFlag(s.collector, "--kube-watch-timeout", faultWatchTimeout)
-	setFlag(s.collector, "--kubeconfig", kubeconfigVia(t, s.cluster.KubeconfigPath, "https://"+fs.apiNet.Addr()))
-	restart(t, s.collector)
-	waitReady(ctx, t, s.collector, s.collectorAdmin, 60*time.Second)
+	s.Collector.SetFlag("--kube-watch-timeout", faultWatchTimeout)
+	s.Collector.SetFlag("--kubeconfig", stack.KubeconfigVia(t, s.Cluster.KubeconfigPath, "https://"+fs.apiNet.Addr()))
+	s.Collector.RestartReady(ctx, t)
 
-	fs.scorerNet = startProxy(t, s.scorerGRPC)
-	spec := waterlineSched(s, path)
-	if path == pluginPath {
+	fs.scorerNet = stack.StartProxy(t, s.Scorer.Addr)
+	spec := s.WaterlineScheduler(path)
+	if path == stack.PluginPath {
 		spec.Plugin.Endpoint = fs.scorerNet.Addr()
 	} else {
-		setFlag(s.extender, "--scorer-url", "http://"+fs.scorerNet.Addr())
-		restart(t, s.extender)
-		waitReady(ctx, t, s.extender, s.extenderAdmin, 60*time.Second)
+		s.Extender.SetFlag("--scorer-url", "http://"+fs.scorerNet.Addr())
+		s.Extender.RestartReady(ctx, t)
 	}
-	s.waitMetrics(func(n string, m map[string]float64) bool {
+	s.WaitMetrics(func(n string, m map[string]float64) bool {
 		_, mem := m["mem_usage_avg_5m"]
 		return mem && (n != fs.hot || m["cpu_usage_avg_5m"] > 65)
 	}, "metrics through the Prometheus proxy, the hot node above the filter")
-	s.startScheduler(spec)
+	s.StartScheduler(spec)
 	return fs
 }
 
 // forTest is fs with t as the test its helpers fail (a subtest of the one that built it).
 func (fs *faultStack) forTest(t *testing.T) *faultStack {
-	s := *fs.stack
-	s.t = t
 	c := *fs
-	c.stack = &s
+	c.Stack = fs.Stack.ForTest(t)
 	return &c
 }
 
 // neutralAnswers counts the scheduler side's neutral answers: the plugin's fail-opens, or
 // the extender's fallbacks.
 func (fs *faultStack) neutralAnswers() float64 {
-	if fs.path == pluginPath {
-		return pluginFailOpens()
+	if fs.path == stack.PluginPath {
+		return stack.PluginFailOpens()
 	}
-	v, err := adminMetric(fs.extenderAdmin, "waterline_extender_fallbacks_total")
+	v, err := stack.AdminSum(fs.Extender.Admin, "waterline_extender_fallbacks_total")
 	if err != nil {
-		fs.t.Fatalf("extender metrics: %v", err)
+		fs.T().Fatalf("extender metrics: %v", err)
 	}
 	return v
 }
@@ -437,19 +143,19 @@ func (fs *faultStack) neutralAnswers() float64 {
 // tiny request) one at a time until one is placed without a neutral answer (the plugin's
 // and the extender's gRPC clients reconnect with backoff).
 func (fs *faultStack) waitDecidingAgain(ns string) {
-	fs.t.Helper()
+	fs.T().Helper()
 	t0 := time.Now()
 	for i := 0; ; i++ {
 		if time.Since(t0) > 90*time.Second {
-			fs.t.Fatalf("%s path still answers neutrally %v after the fault was healed", fs.path, time.Since(t0).Round(time.Second))
+			fs.T().Fatalf("%s path still answers neutrally %v after the fault was healed", fs.path, time.Since(t0).Round(time.Second))
 		}
 		before := fs.neutralAnswers()
 		name := fmt.Sprintf("probe-%d", i)
-		fs.createPods([]*v1.Pod{newPod(ns, name, withLabels("probe", "true"), withCPU("10m", ""))}, 1)
-		fs.waitScheduled(ns, []string{name}, time.Minute)
+		fs.CreatePods([]*v1.Pod{stack.NewPod(ns, name, stack.WithLabels("probe", "true"), stack.WithCPU("10m", ""))}, 1)
+		fs.WaitScheduled(ns, []string{name}, time.Minute)
 		if fs.neutralAnswers() == before {
 			if i > 0 {
-				fs.t.Logf("deciding again %v after the heal (%d probe pods)", time.Since(t0).Round(time.Millisecond), i+1)
+				fs.T().Logf("deciding again %v after the heal (%d probe pods)", time.Since(t0).Round(time.Millisecond), i+1)
 			}
 			return
 		}
@@ -457,15 +163,13 @@ func (fs *faultStack) waitDecidingAgain(ns string) {
 	}
 }
 
-func (fs *faultStack) procs() []*proc { return []*proc{fs.collector, fs.scorer, fs.extender} }
-
 // ---------------------------------------------------------------- the matrix
 
 // faultCase is one row of the matrix.
 type faultCase struct {
 	name string
 	// paths the fault runs on (nil: both); why says why a fault runs on one path only.
-	paths []schedPath
+	paths []stack.Path
 	why   string
 	// deciding: the scorer answers throughout (from its snapshot), so no pod may reach the
 	// hot node and no neutral answer may be given.
@@ -489,12 +193,12 @@ ledger: {enabled: true}
 `
 )
 
-// counterAbove returns an effect: metric on admin (labels as adminMetric) has risen above
+// counterAbove returns an effect: metric on admin (labels as stack.AdminSum) has risen above
 // its value when the effect was built.
 func counterAbove(admin, metric string, labels ...string) func() error {
-	before, _ := adminMetric(admin, metric, labels...)
+	before, _ := stack.AdminSum(admin, metric, labels...)
 	return func() error {
-		v, err := adminMetric(admin, metric, labels...)
+		v, err := stack.AdminSum(admin, metric, labels...)
 		if err != nil {
 			return err
 		}
@@ -511,18 +215,18 @@ func promFault(name string, inject, heal func(f *faultStack)) faultCase {
 	var seen func() error
 	return faultCase{
 		name:     name,
-		paths:    []schedPath{pluginPath},
+		paths:    []stack.Path{stack.PluginPath},
 		why:      "Prometheus is behind the collector: the scheduler's path only sees the snapshot, whose samples age the same way on both paths",
 		deciding: true,
 		inject: func(f *faultStack) {
-			seen = counterAbove(f.collectorAdmin, "waterline_promql_failures_total", "metric", "cpu_usage_avg_5m")
+			seen = counterAbove(f.Collector.Admin, "waterline_promql_failures_total", "metric", "cpu_usage_avg_5m")
 			inject(f)
 		},
 		effect: func(*faultStack) error { return seen() },
 		heal: func(f *faultStack) {
 			heal(f)
 			// Both metrics polled again.
-			f.waitAdminMetric("waterline_metric_last_poll_failed", 0, f.collectorAdmin)
+			f.WaitAdminMetric("waterline_metric_last_poll_failed", 0, f.Collector.Admin)
 		},
 	}
 }
@@ -530,21 +234,21 @@ func promFault(name string, inject, heal func(f *faultStack)) faultCase {
 var faultCases = []faultCase{
 	{
 		name:     "policy-invalid",
-		paths:    []schedPath{extenderPath},
+		paths:    []stack.Path{stack.ExtenderPath},
 		why:      "the collector, the scorer and the extender each reload the file on their own; on the extender path all three are in the scheduling path",
 		deciding: true,
 		inject: func(f *faultStack) {
-			if err := os.WriteFile(f.policyPath, []byte(invalidPolicy), 0o644); err != nil {
-				f.t.Fatal(err)
+			if err := os.WriteFile(f.PolicyPath, []byte(invalidPolicy), 0o644); err != nil {
+				f.T().Fatal(err)
 			}
 		},
 		effect: func(f *faultStack) error {
-			for _, p := range []struct{ name, admin string }{{"collector", f.collectorAdmin}, {"scorer", f.scorerAdmin}, {"extender", f.extenderAdmin}} {
-				errs, err := adminMetric(p.admin, "waterline_policy_reload_errors_total")
+			for _, p := range []struct{ name, admin string }{{"collector", f.Collector.Admin}, {"scorer", f.Scorer.Admin}, {"extender", f.Extender.Admin}} {
+				errs, err := stack.AdminSum(p.admin, "waterline_policy_reload_errors_total")
 				if err != nil {
 					return err
 				}
-				valid, err := adminMetric(p.admin, "waterline_policy_file_valid")
+				valid, err := stack.AdminSum(p.admin, "waterline_policy_file_valid")
 				if err != nil {
 					return err
 				}
@@ -555,16 +259,16 @@ var faultCases = []faultCase{
 			return nil
 		},
 		heal: func(f *faultStack) {
-			f.writePolicy(f.opts.Policy)
-			f.waitAdminMetric("waterline_policy_file_valid", 1, f.collectorAdmin, f.scorerAdmin, f.extenderAdmin)
+			f.WritePolicy(f.Opts.Policy)
+			f.WaitAdminMetric("waterline_policy_file_valid", 1, f.Collector.Admin, f.Scorer.Admin, f.Extender.Admin)
 		},
 	},
 	promFault("prometheus-killed",
-		func(f *faultStack) { f.prom.Kill() },
+		func(f *faultStack) { f.Prometheus.Kill() },
 		func(f *faultStack) {
-			restart(f.t, f.prom)
-			if err := waitFor(f.ctx, 60*time.Second, 200*time.Millisecond, "prometheus ready", func() (bool, error) { return httpOK(f.promURL + "/-/ready") }); err != nil {
-				f.t.Fatal(err)
+			f.Prometheus.Restart(f.T())
+			if err := stack.WaitPrometheusReady(f.Ctx(), f.Prometheus, f.PrometheusURL); err != nil {
+				f.T().Fatal(err)
 			}
 		}),
 	promFault("prometheus-slow",
@@ -575,35 +279,31 @@ var faultCases = []faultCase{
 		func(f *faultStack) { f.promNet.Pass() }),
 	// Both paths: on the extender path the pod watch is the ledger's only confirmed source;
 	// on the plugin path Reserves arrive through the scorer as well.
-	watchFault("apiserver-watch-cut", nil, "", "cut", (*faultProxy).CutAll),
-	watchFault("apiserver-watch-stranded", []schedPath{extenderPath},
+	watchFault("apiserver-watch-cut", nil, "", "cut", (*stack.FaultProxy).CutAll),
+	watchFault("apiserver-watch-stranded", []stack.Path{stack.ExtenderPath},
 		"the watch is the extender path's only confirmed ledger source (provisional guesses expire); "+
 			"on the plugin path Reserves fill the ledger meanwhile, and the watch's recovery is the same code",
-		"strand", (*faultProxy).StrandAll),
+		"strand", (*stack.FaultProxy).StrandAll),
 	func() faultCase {
 		return faultCase{
 			name:     "collector-kill-restart",
 			deciding: true,
-			inject:   func(f *faultStack) { f.collector.Kill() },
+			inject:   func(f *faultStack) { f.Collector.Kill() },
 			effect: func(f *faultStack) error {
-				if v, err := adminMetric(f.scorerAdmin, "waterline_collector_connected"); err != nil || v != 0 {
+				if v, err := stack.AdminSum(f.Scorer.Admin, "waterline_collector_connected"); err != nil || v != 0 {
 					return fmt.Errorf("scorer still streaming (%g, %v)", v, err)
 				}
 				return nil
 			},
 			heal: func(f *faultStack) {
-				restart(f.t, f.collector)
-				waitReady(f.ctx, f.t, f.collector, f.collectorAdmin, 60*time.Second)
-				f.waitAdminMetric("waterline_collector_connected", 1, f.scorerAdmin)
+				f.Collector.RestartReady(f.Ctx(), f.T())
+				f.WaitAdminMetric("waterline_collector_connected", 1, f.Scorer.Admin)
 			},
 		}
 	}(),
 	neutralFault("scorer-kill-restart",
-		func(f *faultStack) { f.scorer.Kill() },
-		func(f *faultStack) {
-			restart(f.t, f.scorer)
-			waitReady(f.ctx, f.t, f.scorer, f.scorerAdmin, 60*time.Second)
-		}),
+		func(f *faultStack) { f.Scorer.Kill() },
+		func(f *faultStack) { f.Scorer.RestartReady(f.Ctx(), f.T()) }),
 	neutralFault("scheduler-scorer-black-hole",
 		func(f *faultStack) { f.scorerNet.BlackHole() },
 		func(f *faultStack) { f.scorerNet.Pass() }),
@@ -611,7 +311,7 @@ var faultCases = []faultCase{
 
 // watchFault: a fault done to the collector's connections to the API server (cut or
 // strand them), seen once the collector opened a new one.
-func watchFault(name string, paths []schedPath, why, verb string, do func(*faultProxy) int) faultCase {
+func watchFault(name string, paths []stack.Path, why, verb string, do func(*stack.FaultProxy) int) faultCase {
 	var accepted int64
 	return faultCase{
 		name: name, paths: paths, why: why,
@@ -619,7 +319,7 @@ func watchFault(name string, paths []schedPath, why, verb string, do func(*fault
 		inject: func(f *faultStack) {
 			accepted = f.apiNet.Accepted()
 			if n := do(f.apiNet); n == 0 {
-				f.t.Fatalf("no collector connection to the API server to %s", verb)
+				f.T().Fatalf("no collector connection to the API server to %s", verb)
 			}
 		},
 		effect: func(f *faultStack) error {
@@ -653,7 +353,7 @@ func neutralFault(name string, inject, heal func(f *faultStack)) faultCase {
 	}
 }
 
-func (fc faultCase) runsOn(path schedPath) bool {
+func (fc faultCase) runsOn(path stack.Path) bool {
 	if fc.paths == nil {
 		return true
 	}
@@ -670,13 +370,13 @@ func (fs *faultStack) run(t *testing.T, fc faultCase) {
 	f := fs.forTest(t)
 	t0 := time.Now()
 	ns := "fault-" + fc.name
-	f.ensureNamespace(ns)
+	f.EnsureNamespace(ns)
 	fs.namespaces = append(fs.namespaces, ns)
 	neutral0 := f.neutralAnswers()
 
-	names, created := f.pacedPods(ns, "burst", faultBurst, faultGap)
-	f.waitScheduled(ns, names[:faultBeforeInject], time.Minute)
-	atInject, err := f.boundCount(ns)
+	names, created := f.PacedPods(ns, "burst", faultBurst, faultGap)
+	f.WaitScheduled(ns, names[:faultBeforeInject], time.Minute)
+	atInject, err := f.BoundCount(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -685,8 +385,8 @@ func (fs *faultStack) run(t *testing.T, fc faultCase) {
 	// Hold the fault until it shows and faultUnderFault more pods were bound under it.
 	seen := false
 	var boundUnder int
-	err = waitFor(f.ctx, faultEffectWindow, 100*time.Millisecond, fc.name+" seen and pods bound under it", func() (bool, error) {
-		n, err := f.boundCount(ns)
+	err = stack.WaitFor(f.Ctx(), faultEffectWindow, 100*time.Millisecond, fc.name+" seen and pods bound under it", func() (bool, error) {
+		n, err := f.BoundCount(ns)
 		if err != nil {
 			return false, err
 		}
@@ -710,10 +410,10 @@ func (fs *faultStack) run(t *testing.T, fc faultCase) {
 		t.Fatal(err)
 	}
 
-	placed := f.waitScheduled(ns, names, 2*time.Minute)
-	counts := f.countPerNode(placed)
+	placed := f.WaitScheduled(ns, names, 2*time.Minute)
+	counts := f.CountPerNode(placed)
 	neutral := f.neutralAnswers() - neutral0
-	t.Logf("%s: burst of %d placed: %s; neutral answers during it: %.0f", fc.name, len(names), fmtCounts(counts), neutral)
+	t.Logf("%s: burst of %d placed: %s; neutral answers during it: %.0f", fc.name, len(names), stack.FmtCounts(counts), neutral)
 	if fc.deciding {
 		if counts[f.hot] > 0 {
 			t.Errorf("%s: %d pods of the burst on the hot node %s, though the scorer kept answering", fc.name, counts[f.hot], f.hot)
@@ -726,27 +426,27 @@ func (fs *faultStack) run(t *testing.T, fc faultCase) {
 	// Healed: waterline decides again.
 	f.waitDecidingAgain(ns)
 	neutral1 := f.neutralAnswers()
-	after := podNames("after", faultAfterHeal)
+	after := stack.PodNames("after", faultAfterHeal)
 	var pods []*v1.Pod
 	for _, n := range after {
-		pods = append(pods, newPod(ns, n))
+		pods = append(pods, stack.NewPod(ns, n))
 	}
-	f.createPods(pods, len(pods))
-	afterCounts := f.countPerNode(f.waitScheduled(ns, after, time.Minute))
+	f.CreatePods(pods, len(pods))
+	afterCounts := f.CountPerNode(f.WaitScheduled(ns, after, time.Minute))
 	if afterCounts[f.hot] > 0 || f.neutralAnswers() != neutral1 {
-		t.Errorf("%s: after the heal %d pods on the hot node, %.0f neutral answers: %s", fc.name, afterCounts[f.hot], f.neutralAnswers()-neutral1, fmtCounts(afterCounts))
+		t.Errorf("%s: after the heal %d pods on the hot node, %.0f neutral answers: %s", fc.name, afterCounts[f.hot], f.neutralAnswers()-neutral1, stack.FmtCounts(afterCounts))
 	}
 
-	lc := f.checkLedger(t, ns)
+	lc := f.CheckLedger(ns)
 	t.Logf("%s: ledger equals the %d bound pods (%d entries at their PodScheduled second, %d at a Reserve or provisional time before it); %v in all",
-		fc.name, lc.pods, lc.atScheduled, lc.pods-lc.atScheduled, time.Since(t0).Round(time.Millisecond))
-	checkNoPanic(t, f.procs()...)
+		fc.name, lc.Pods, lc.AtScheduled, lc.Pods-lc.AtScheduled, time.Since(t0).Round(time.Millisecond))
+	stack.CheckNoPanic(t, f.Procs()...)
 }
 
 // TestFaultMatrix: one shared stack per path (see the file comment).
-func TestFaultMatrix(t *testing.T) { eachPath(t, testFaultMatrix) }
+func TestFaultMatrix(t *testing.T) { stack.EachPath(t, testFaultMatrix) }
 
-func testFaultMatrix(t *testing.T, path schedPath) {
+func testFaultMatrix(t *testing.T, path stack.Path) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	t0 := time.Now()
@@ -763,17 +463,17 @@ func testFaultMatrix(t *testing.T, path schedPath) {
 	}
 	// A later fault (a collector restart, a watch relist) must not have lost an earlier
 	// fault's placements.
-	keepLogs(t, "faults-"+string(path), fs.procs()...)
-	lc := fs.forTest(t).checkLedger(t, fs.namespaces...)
-	t.Logf("%s path: ledger equals all %d bound pods of %d faults at the end; matrix %v", path, lc.pods, len(fs.namespaces), time.Since(t0).Round(time.Second))
+	stack.KeepLogs(t, "faults-"+string(path), fs.Procs()...)
+	lc := fs.forTest(t).CheckLedger(fs.namespaces...)
+	t.Logf("%s path: ledger equals all %d bound pods of %d faults at the end; matrix %v", path, lc.Pods, len(fs.namespaces), time.Since(t0).Round(time.Second))
 }
 
 // ---------------------------------------------------------------- two collectors
 
 // streamingFrom is the collector URL of the scorer's last "streaming from the collector" log
 // line after offset (bytes of its log), "" when there is none.
-func streamingFrom(scorer *proc, offset int, urls ...string) string {
-	b, _ := os.ReadFile(scorer.logPath)
+func streamingFrom(scorer *stack.Proc, offset int, urls ...string) string {
+	b, _ := os.ReadFile(scorer.LogPath)
 	if offset > len(b) {
 		return ""
 	}
@@ -794,18 +494,10 @@ func streamingFrom(scorer *proc, offset int, urls ...string) string {
 	return from
 }
 
-func logSize(p *proc) int {
-	st, err := os.Stat(p.logPath)
-	if err != nil {
-		return 0
-	}
-	return int(st.Size())
-}
-
 // expectedLedgerPercent is, per node, the ledger share the scorer should add for the
 // entries of l (ListNodes): per policy metric, cpu_millis / 8 cores or memory_bytes / 32 GiB
 // of every entry still counting toward it, in percent, summed over the metrics
-// (scorerLedgerPercent's sum).
+// (stack.ScorerLedgerPercent's sum).
 func expectedLedgerPercent(l map[string]*wlv1.LedgerEntry) map[string]float64 {
 	out := map[string]float64{}
 	for _, e := range l {
@@ -814,9 +506,9 @@ func expectedLedgerPercent(l map[string]*wlv1.LedgerEntry) map[string]float64 {
 				continue
 			}
 			switch metric {
-			case cpuAvg5m.Name:
+			case stack.CPUAvg5m.Name:
 				out[e.GetNodeName()] += 100 * float64(e.GetCpuMillis()) / nodeCPUMillis
-			case memAvg5m.Name:
+			case stack.MemAvg5m.Name:
 				out[e.GetNodeName()] += 100 * float64(e.GetMemoryBytes()) / nodeMemoryBytes
 			}
 		}
@@ -832,17 +524,17 @@ func expectedLedgerPercent(l map[string]*wlv1.LedgerEntry) map[string]float64 {
 // deciding: it serves its snapshot and fails over); the surviving collector's ledger
 // (ListNodes) equals the pods; the scorer streams from the survivor, and the ledger share it
 // adds per node equals that of the survivor's entries.
-func TestCollectorKillMidBurst(t *testing.T) { eachPath(t, testCollectorKillMidBurst) }
+func TestCollectorKillMidBurst(t *testing.T) { stack.EachPath(t, testCollectorKillMidBurst) }
 
-func testCollectorKillMidBurst(t *testing.T, path schedPath) {
+func testCollectorKillMidBurst(t *testing.T, path stack.Path) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	s := newStack(ctx, t, faultStackOptions())
-	hot := nodeName(faultHot)
+	s := stack.New(ctx, t, faultStackOptions())
+	hot := stack.NodeName(faultHot)
 
-	bGRPC, bAdmin := freeAddr(t), freeAddr(t)
-	args := append([]string(nil), s.collector.args...)
+	bGRPC, bAdmin := stack.FreeAddr(t), stack.FreeAddr(t)
+	args := s.Collector.Args()
 	for i := 0; i+1 < len(args); i++ {
 		switch args[i] {
 		case "--grpc-addr":
@@ -851,40 +543,39 @@ func testCollectorKillMidBurst(t *testing.T, path schedPath) {
 			args[i+1] = bAdmin
 		}
 	}
-	b := startProc(t, "collector-b", s.collector.path, args...)
-	waitReady(ctx, t, b, bAdmin, 60*time.Second)
-	aURL, bURL := "http://"+s.collectorGRPC, "http://"+bGRPC
-	offset := logSize(s.scorer)
-	setFlag(s.scorer, "--collector-url", aURL+","+bURL)
-	restart(t, s.scorer)
-	waitReady(ctx, t, s.scorer, s.scorerAdmin, 60*time.Second)
+	b := stack.Service{Proc: stack.StartProc(t, "collector-b", s.Collector.Path, args...), Addr: bGRPC, Admin: bAdmin}
+	b.WaitReady(ctx, t)
+	aURL, bURL := "http://"+s.Collector.Addr, "http://"+bGRPC
+	offset := s.Scorer.LogSize()
+	s.Scorer.SetFlag("--collector-url", aURL+","+bURL)
+	s.Scorer.RestartReady(ctx, t)
 	var from string
-	if err := waitFor(ctx, 30*time.Second, 100*time.Millisecond, "the scorer streaming", func() (bool, error) {
-		from = streamingFrom(s.scorer, offset, aURL, bURL)
+	if err := stack.WaitFor(ctx, 30*time.Second, 100*time.Millisecond, "the scorer streaming", func() (bool, error) {
+		from = streamingFrom(s.Scorer.Proc, offset, aURL, bURL)
 		return from != "", nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	victim, survivor, survivorGRPC := s.collector, b, bGRPC
+	victim, survivor := s.Collector, b
 	if from == bURL {
-		victim, survivor, survivorGRPC = b, s.collector, s.collectorGRPC
+		victim, survivor = b, s.Collector
 	}
-	s.startScheduler(waterlineSched(s, path))
+	s.StartScheduler(s.WaterlineScheduler(path))
 	t.Logf("two collectors, the scorer streams from %s (%v since start)", from, time.Since(t0).Round(time.Millisecond))
 
 	ns := "ha"
-	s.ensureNamespace(ns)
-	names, created := s.pacedPods(ns, "burst", 20, 150*time.Millisecond)
-	s.waitScheduled(ns, names[:5], time.Minute)
-	offset = logSize(s.scorer)
+	s.EnsureNamespace(ns)
+	names, created := s.PacedPods(ns, "burst", 20, 150*time.Millisecond)
+	s.WaitScheduled(ns, names[:5], time.Minute)
+	offset = s.Scorer.LogSize()
 	victim.Kill()
 	killed := time.Now()
 	if err := <-created; err != nil {
 		t.Fatal(err)
 	}
-	counts := s.countPerNode(s.waitScheduled(ns, names, 2*time.Minute))
-	n, _ := s.boundCount(ns)
-	t.Logf("%s killed with 5 of 20 bound; all 20 placed %v later: %s", victim.name, time.Since(killed).Round(time.Millisecond), fmtCounts(counts))
+	counts := s.CountPerNode(s.WaitScheduled(ns, names, 2*time.Minute))
+	n, _ := s.BoundCount(ns)
+	t.Logf("%s killed with 5 of 20 bound; all 20 placed %v later: %s", victim.Name, time.Since(killed).Round(time.Millisecond), stack.FmtCounts(counts))
 	if counts[hot] > 0 {
 		t.Errorf("%d pods on the hot node %s: the scorer should have kept deciding", counts[hot], hot)
 	}
@@ -893,32 +584,26 @@ func testCollectorKillMidBurst(t *testing.T, path schedPath) {
 	}
 
 	// The ledger the scorers see: the survivor's, over gRPC.
-	conn, err := grpc.NewClient(survivorGRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sv := *s
-	sv.collectorClient = wlv1.NewCollectorServiceClient(conn)
-	lc := sv.checkLedger(t, ns)
-	t.Logf("the surviving collector's ledger equals the %d bound pods (%d at their PodScheduled second)", lc.pods, lc.atScheduled)
+	sv := s.WithCollector(survivor.Addr)
+	lc := sv.CheckLedger(ns)
+	t.Logf("the surviving collector's ledger equals the %d bound pods (%d at their PodScheduled second)", lc.Pods, lc.AtScheduled)
 
 	// The scorer streams from the survivor and adds the same ledger share per node.
 	var got, want map[string]float64
-	err = waitFor(ctx, 30*time.Second, 200*time.Millisecond, "the scorer streaming from the survivor with its ledger", func() (bool, error) {
-		if streamingFrom(s.scorer, offset, aURL, bURL) != "http://"+survivorGRPC {
-			return false, fmt.Errorf("no failover to %s in the scorer's log yet", survivorGRPC)
+	err := stack.WaitFor(ctx, 30*time.Second, 200*time.Millisecond, "the scorer streaming from the survivor with its ledger", func() (bool, error) {
+		if streamingFrom(s.Scorer.Proc, offset, aURL, bURL) != "http://"+survivor.Addr {
+			return false, fmt.Errorf("no failover to %s in the scorer's log yet", survivor.Addr)
 		}
-		l, err := sv.ledger()
+		l, err := sv.Ledger()
 		if err != nil {
 			return false, err
 		}
 		want = expectedLedgerPercent(l)
-		got, err = s.scorerLedgerPercent()
+		got, err = s.ScorerLedgerPercent()
 		if err != nil {
 			return false, err
 		}
-		for _, node := range s.nodes {
+		for _, node := range s.Nodes {
 			if math.Abs(got[node]-want[node]) > 1e-6 {
 				return false, nil
 			}
@@ -928,8 +613,9 @@ func testCollectorKillMidBurst(t *testing.T, path schedPath) {
 	if err != nil {
 		t.Errorf("%v: scorer's ledger share %v, the survivor's entries give %v", err, got, want)
 	}
-	reconnects, _ := adminMetric(s.scorerAdmin, "waterline_collector_reconnects_total")
-	t.Logf("the scorer failed over to %s (reconnects %g); ledger share per node %v; %v in all", survivor.name, reconnects, got, time.Since(t0).Round(time.Millisecond))
-	keepLogs(t, "collector-kill-"+string(path), s.collector, b, s.scorer, s.extender)
-	checkNoPanic(t, s.collector, b, s.scorer, s.extender)
+	reconnects, _ := stack.AdminSum(s.Scorer.Admin, "waterline_collector_reconnects_total")
+	t.Logf("the scorer failed over to %s (reconnects %g); ledger share per node %v; %v in all", survivor.Name, reconnects, got, time.Since(t0).Round(time.Millisecond))
+	procs := append(s.Procs(), b.Proc)
+	stack.KeepLogs(t, "collector-kill-"+string(path), procs...)
+	stack.CheckNoPanic(t, procs...)
 }

@@ -11,60 +11,16 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+
+	wlv1 "github.com/waterline/waterline/plugin/gen/waterline/v1"
+	"github.com/waterline/waterline/tests/e2e/stack"
 )
-
-func skipShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("scenario: starts a control plane, Prometheus and the waterline binaries; skipped with -short")
-	}
-}
-
-// schedPath is how kube-scheduler reaches waterline.
-type schedPath string
-
-const (
-	// extenderPath: stock kube-scheduler + waterline-extender (HTTP) -> scorer.
-	extenderPath schedPath = "extender"
-	// pluginPath: the Waterline plugin in kube-scheduler -> scorer (gRPC):
-	// one Filter and one Score RPC per cycle, Reserve/Unreserve in the cycle.
-	pluginPath schedPath = "plugin"
-)
-
-var schedPaths = []schedPath{extenderPath, pluginPath}
-
-// eachPath runs scenario once per path as subtests (`-run 'TestX/plugin'`
-// picks one). Subtests run one after the other, and each subtest's stack
-// (control plane, Prometheus, binaries, scheduler) is torn down by its own
-// cleanups before the next starts: one control plane per process at a time.
-func eachPath(t *testing.T, scenario func(t *testing.T, path schedPath)) {
-	skipShort(t)
-	for _, p := range schedPaths {
-		t.Run(string(p), func(t *testing.T) { scenario(t, p) })
-	}
-}
-
-// The scheduler profile used by the scenarios: waterline decides the ranking
-// alone (every in-tree Score plugin disabled), every node is scored. On the
-// extender path the extender filters and prioritizes; on the plugin path the
-// Waterline plugin (multiPoint, and again at score) does, with the extender's
-// httpTimeout (1s) as its RPC timeout and failOpen like the extender's
-// `ignorable`.
-func waterlineSched(s *stack, path schedPath) schedSpec {
-	if path == pluginPath {
-		return schedSpec{Plugin: &pluginSpec{Endpoint: s.scorerGRPC, Timeout: "1s", FailOpen: true}, DisableScoring: true, PercentageToScore: 100}
-	}
-	return schedSpec{ExtenderURL: s.extenderURL(), DisableScoring: true, PercentageToScore: 100}
-}
 
 // TestHotNodeAvoided: 10 nodes. First every node is hot (90 % cpu): a pod
 // stays Pending and its FailedScheduling event and PodScheduled condition
@@ -73,50 +29,29 @@ func waterlineSched(s *stack, path schedPath) schedSpec {
 //
 // On the plugin path the message comes from the plugin's PreFilter ("waterline
 // rejected all 10 node(s); node-0: cpu_usage_avg_5m ...").
-func TestHotNodeAvoided(t *testing.T) { eachPath(t, testHotNodeAvoided) }
+func TestHotNodeAvoided(t *testing.T) { stack.EachPath(t, testHotNodeAvoided) }
 
-func testHotNodeAvoided(t *testing.T, path schedPath) {
+func testHotNodeAvoided(t *testing.T, path stack.Path) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	const hot = 3
-	s := newStack(ctx, t, stackOptions{
+	s := stack.New(ctx, t, stack.Options{
 		Nodes:      10,
 		CPUBusy:    func(i int) float64 { return 0.9 },
 		MemoryUsed: 0.2,
-		Policy: policySpec{
-			Metrics: []metricSpec{withFilter(cpuAvg5m, 65), withFilter(memAvg5m, 65)},
+		Policy: stack.Policy{
+			Metrics: []stack.Metric{stack.CPUAvg5m.WithFilter(65), stack.MemAvg5m.WithFilter(65)},
 			Ledger:  true,
 		},
 		WaitMetrics: true,
 	})
-	s.waitMetrics(func(_ string, m map[string]float64) bool { return m["cpu_usage_avg_5m"] > 80 }, "every node above 80 % cpu")
-	s.startScheduler(waterlineSched(s, path))
+	s.WaitMetrics(func(_ string, m map[string]float64) bool { return m["cpu_usage_avg_5m"] > 80 }, "every node above 80 % cpu")
+	s.StartScheduler(s.WaterlineScheduler(path))
 
 	// --- every node hot: Pending, the reason names the metric
 	ns := "default"
-	s.createPods([]*v1.Pod{newPod(ns, "all-hot")}, 1)
-	var msg string
-	err := waitFor(ctx, 60*time.Second, 500*time.Millisecond, "FailedScheduling event for all-hot", func() (bool, error) {
-		evs, err := s.cluster.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
-			FieldSelector: fields.AndSelectors(
-				fields.OneTermEqualSelector("involvedObject.name", "all-hot"),
-				fields.OneTermEqualSelector("reason", "FailedScheduling"),
-			).String(),
-		})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range evs.Items {
-			msg = e.Message
-			if strings.Contains(e.Message, "cpu_usage_avg_5m") {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("%v; last event message %q; %s", err, msg, s.podConditions(ns, "all-hot"))
-	}
+	s.CreatePods([]*v1.Pod{stack.NewPod(ns, "all-hot")}, 1)
+	msg := s.WaitFailedScheduling(ns, "all-hot", "cpu_usage_avg_5m", 60*time.Second)
 	t.Logf("all hot (%s path): FailedScheduling: %s", path, msg)
 	// kube-scheduler passes the message to Eventf as the *format*, so a '%'
 	// in an extender's FailedNodes reason or a plugin's status message comes
@@ -125,10 +60,10 @@ func testHotNodeAvoided(t *testing.T, path schedPath) {
 	if strings.Contains(msg, "%!") {
 		t.Errorf("the FailedScheduling event text is mangled (%q): the %s path's reason contains '%%', which kube-scheduler's Eventf treats as a format verb; write e.g. \"above 65 percent\"", msg, path)
 	}
-	if path == pluginPath && !strings.Contains(msg, "waterline rejected all") {
+	if path == stack.PluginPath && !strings.Contains(msg, "waterline rejected all") {
 		t.Errorf("plugin path: the FailedScheduling event does not carry the plugin's PreFilter summary (\"waterline rejected all N node(s); ...\"): %q", msg)
 	}
-	p, err := s.cluster.Client.CoreV1().Pods(ns).Get(ctx, "all-hot", metav1.GetOptions{})
+	p, err := s.Cluster.Client.CoreV1().Pods(ns).Get(ctx, "all-hot", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,92 +78,39 @@ func testHotNodeAvoided(t *testing.T, path schedPath) {
 		}
 	}
 	if !condOK {
-		t.Errorf("PodScheduled condition does not name the metric: %s", s.podConditions(ns, "all-hot"))
+		t.Errorf("PodScheduled condition does not name the metric: %s", s.PodConditions(ns, "all-hot"))
 	}
 	gp := int64(0)
-	if err := s.cluster.Client.CoreV1().Pods(ns).Delete(ctx, "all-hot", metav1.DeleteOptions{GracePeriodSeconds: &gp}); err != nil {
+	if err := s.Cluster.Client.CoreV1().Pods(ns).Delete(ctx, "all-hot", metav1.DeleteOptions{GracePeriodSeconds: &gp}); err != nil {
 		t.Fatal(err)
 	}
 
 	// --- one hot node among cool ones
 	for i := 0; i < 10; i++ {
 		if i != hot {
-			s.exporter.SetCPUBusy(nodeName(i), 0.10+0.02*float64(i))
+			s.Exporter.SetCPUBusy(stack.NodeName(i), 0.10+0.02*float64(i))
 		}
 	}
-	hotName := nodeName(hot)
-	s.waitMetrics(func(n string, m map[string]float64) bool {
+	hotName := stack.NodeName(hot)
+	s.WaitMetrics(func(n string, m map[string]float64) bool {
 		v, ok := m["cpu_usage_avg_5m"]
 		if n == hotName {
 			return ok && v > 80
 		}
 		return ok && v < 50
 	}, "all nodes but node-3 below 50 % cpu")
-	names := podNames("cool", 10)
+	names := stack.PodNames("cool", 10)
 	var pods []*v1.Pod
 	for _, n := range names {
-		pods = append(pods, newPod(ns, n))
+		pods = append(pods, stack.NewPod(ns, n))
 	}
-	s.createPods(pods, 10)
-	placed := s.waitScheduled(ns, names, 90*time.Second)
-	counts := s.countPerNode(placed)
-	t.Logf("one hot node: placements %s", fmtCounts(counts))
+	s.CreatePods(pods, 10)
+	placed := s.WaitScheduled(ns, names, 90*time.Second)
+	counts := s.CountPerNode(placed)
+	t.Logf("one hot node: placements %s", stack.FmtCounts(counts))
 	if counts[hotName] != 0 {
 		t.Errorf("%d pods landed on the hot node %s (90 %% cpu, threshold 65 %%)", counts[hotName], hotName)
 	}
-}
-
-func withFilter(m metricSpec, above float64) metricSpec {
-	m.FilterAbove = above
-	return m
-}
-
-// deletePods force-deletes the pods of ns matching selector and waits until
-// the collector's ledger no longer holds any of them.
-func (s *stack) deletePods(ns, selector string) {
-	s.t.Helper()
-	gp := int64(0)
-	if err := s.cluster.Client.CoreV1().Pods(ns).DeleteCollection(s.ctx, metav1.DeleteOptions{GracePeriodSeconds: &gp}, metav1.ListOptions{LabelSelector: selector}); err != nil {
-		s.t.Fatal(err)
-	}
-	err := waitFor(s.ctx, 60*time.Second, 300*time.Millisecond, "pods and ledger entries gone", func() (bool, error) {
-		list, err := s.cluster.Client.CoreV1().Pods(ns).List(s.ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil || len(list.Items) > 0 {
-			return false, err
-		}
-		if !s.kubeWatch {
-			return true, nil
-		}
-		l, err := s.ledger()
-		if err != nil {
-			return false, err
-		}
-		for _, e := range l {
-			if e.GetNamespace() == ns {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-}
-
-// burst creates n pods at once (one API call each, all in flight together)
-// and returns the placements per node.
-func (s *stack) burst(ns, prefix string, n int, opts ...podOpt) map[string]int {
-	s.t.Helper()
-	names := podNames(prefix, n)
-	pods := make([]*v1.Pod, n)
-	for i, name := range names {
-		pods[i] = newPod(ns, name, append([]podOpt{withLabels("burst", prefix)}, opts...)...)
-	}
-	t0 := time.Now()
-	s.createPods(pods, n)
-	placed := s.waitScheduled(ns, names, 3*time.Minute)
-	s.t.Logf("burst %s: %d pods created and bound in %v", prefix, n, time.Since(t0).Round(time.Millisecond))
-	return s.countPerNode(placed)
 }
 
 // TestBurstLedger: 8 nodes at 50, 51.5, ... 60.5 % cpu (above the water-level
@@ -253,62 +135,60 @@ func (s *stack) burst(ns, prefix string, n int, opts ...podOpt) map[string]int {
 // scored, so no pod is decided on a stale ledger: asserted max-min <= 2 (the
 // ideal). The ledger-off run is the same on both paths (the scorer ignores
 // Reserve when the ledger is off).
-func TestBurstLedger(t *testing.T) { eachPath(t, testBurstLedger) }
+func TestBurstLedger(t *testing.T) { stack.EachPath(t, testBurstLedger) }
 
-func testBurstLedger(t *testing.T, path schedPath) {
+func testBurstLedger(t *testing.T, path stack.Path) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const nodes, pods = 8, 40
-	pol := policySpec{Metrics: []metricSpec{cpuAvg5m}, Ledger: true, ScoreMapping: "rescale"}
-	s := newStack(ctx, t, stackOptions{
+	pol := stack.Policy{Metrics: []stack.Metric{stack.CPUAvg5m}, Ledger: true, ScoreMapping: "rescale"}
+	s := stack.New(ctx, t, stack.Options{
 		Nodes:       nodes,
 		CPUBusy:     func(i int) float64 { return 0.50 + 0.015*float64(i) },
 		Policy:      pol,
 		WaitMetrics: true,
 	})
-	if !s.kubeWatch {
+	if !s.KubeWatch {
 		t.Fatalf("BLOCKED: waterline-collector has no --kubeconfig: no pod watch feeds the ledger")
 	}
-	s.startScheduler(waterlineSched(s, path))
+	s.StartScheduler(s.WaterlineScheduler(path))
 	ns := "default"
-	podOpts := []podOpt{withCPU("100m", "500m")}
+	podOpts := []stack.PodOpt{stack.WithCPU("100m", "500m")}
 
-	with := s.burst(ns, "ledger-on", pods, podOpts...)
-	loW, hiW := minMax(with)
-	t.Logf("ledger on : %s (min %d, max %d)", fmtCounts(with), loW, hiW)
-	s.deletePods(ns, "burst=ledger-on")
+	with := s.Burst(ns, "ledger-on", pods, podOpts...)
+	loW, hiW := stack.MinMax(with)
+	t.Logf("ledger on : %s (min %d, max %d)", stack.FmtCounts(with), loW, hiW)
+	s.DeletePods(ns, "burst=ledger-on")
 
 	// Ledger off: restart collector and scorer on the new policy.
 	pol.Ledger = false
-	s.writePolicy(pol)
-	s.collector.Restart()
-	waitReady(ctx, t, s.collector, s.collectorAdmin, 60*time.Second)
-	s.scorer.Restart()
-	waitReady(ctx, t, s.scorer, s.scorerAdmin, 60*time.Second)
-	s.waitMetrics(func(_ string, m map[string]float64) bool { _, ok := m["cpu_usage_avg_5m"]; return ok }, "metrics after restart")
-	if path == pluginPath {
+	s.WritePolicy(pol)
+	s.Collector.RestartReady(ctx, t)
+	s.Scorer.RestartReady(ctx, t)
+	s.WaitMetrics(func(_ string, m map[string]float64) bool { _, ok := m["cpu_usage_avg_5m"]; return ok }, "metrics after restart")
+	if path == stack.PluginPath {
 		// The plugin's connection to the restarted scorer comes back with
 		// grpc-go's backoff; a burst before that would fail open.
-		s.waitPluginRPCsOK(ns)
+		s.WaitPluginRPCsOK(ns)
 	}
 
-	without := s.burst(ns, "ledger-off", pods, podOpts...)
-	loO, hiO := minMax(without)
-	t.Logf("ledger off: %s (min %d, max %d)", fmtCounts(without), loO, hiO)
+	without := s.Burst(ns, "ledger-off", pods, podOpts...)
+	loO, hiO := stack.MinMax(without)
+	t.Logf("ledger off: %s (min %d, max %d)", stack.FmtCounts(without), loO, hiO)
 
-	appendResult(t, "burst.txt", fmt.Sprintf("%s %s path: burst %d pods on %d nodes\nledger on : %s (max-min %d)\nledger off: %s (max-min %d)\n",
-		time.Now().UTC().Format(time.RFC3339), path, pods, nodes, fmtCounts(with), hiW-loW, fmtCounts(without), hiO-loO))
+	stack.AppendResult(t, "burst.txt", fmt.Sprintf("%s %s path: burst %d pods on %d nodes\nledger on : %s (max-min %d)\nledger off: %s (max-min %d)\n",
+		time.Now().UTC().Format(time.RFC3339), path, pods, nodes, stack.FmtCounts(with), hiW-loW, stack.FmtCounts(without), hiO-loO))
 
 	maxSpread, maxOn := 5, 10
-	if path == pluginPath {
+	if path == stack.PluginPath {
 		// Reserve in the cycle: every pod is scored on an up-to-date ledger.
 		maxSpread, maxOn = 2, 6
 	}
 	if hiW-loW > maxSpread || hiW > maxOn {
-		t.Errorf("%s path, ledger on: spread %s has max-min %d (want <= %d) or max %d (want <= %d)", path, fmtCounts(with), hiW-loW, maxSpread, hiW, maxOn)
+		t.Errorf("%s path, ledger on: spread %s has max-min %d (want <= %d) or max %d (want <= %d)", path, stack.FmtCounts(with), hiW-loW, maxSpread, hiW, maxOn)
 	}
 	if hiO < 30 {
-		t.Errorf("ledger off: expected the pile-up on the best node (max >= 30), got %s", fmtCounts(without))
+		t.Errorf("ledger off: expected the pile-up on the best node (max >= 30), got %s", stack.FmtCounts(without))
 	}
 	if hiO-loO <= hiW-loW {
 		t.Errorf("ledger off (max-min %d) is not worse than ledger on (max-min %d)", hiO-loO, hiW-loW)
@@ -331,21 +211,21 @@ func testBurstLedger(t *testing.T, path schedPath) {
 // On the plugin path the group of 4 created at once IS asserted (one per
 // node): the Reserve RPC puts each placement, with its labels, into the
 // scorer before the next pod's Filter RPC.
-func TestAntiColocation(t *testing.T) { eachPath(t, testAntiColocation) }
+func TestAntiColocation(t *testing.T) { stack.EachPath(t, testAntiColocation) }
 
-func testAntiColocation(t *testing.T, path schedPath) {
+func testAntiColocation(t *testing.T, path stack.Path) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	s := newStack(ctx, t, stackOptions{
+	s := stack.New(ctx, t, stack.Options{
 		Nodes:       4,
 		CPUBusy:     func(i int) float64 { return 0.20 + 0.01*float64(i) },
-		Policy:      policySpec{Metrics: []metricSpec{cpuAvg5m, memAvg5m}, Ledger: true},
+		Policy:      stack.Policy{Metrics: []stack.Metric{stack.CPUAvg5m, stack.MemAvg5m}, Ledger: true},
 		WaitMetrics: true,
 	})
-	if !s.kubeWatch {
+	if !s.KubeWatch {
 		t.Fatalf("BLOCKED: waterline-collector has no --kubeconfig: no pod watch, the scorer cannot see placed pods' labels")
 	}
-	s.startScheduler(waterlineSched(s, path))
+	s.StartScheduler(s.WaterlineScheduler(path))
 	ns := "default"
 
 	// one pod at a time, each after the previous one is in the ledger
@@ -353,23 +233,23 @@ func testAntiColocation(t *testing.T, path schedPath) {
 		placed := map[string]string{}
 		for i := 0; i < n; i++ {
 			name := fmt.Sprintf("%s-%d", group, i)
-			before, err := s.scorerLedgerPercent()
+			before, err := s.ScorerLedgerPercent()
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.createPods([]*v1.Pod{newPod(ns, name, withLabels(spreadKey, group))}, 1)
-			placed[name] = s.waitScheduled(ns, []string{name}, 60*time.Second)[name]
-			s.waitLedger(ns, name)
-			s.waitScorerLedgerGrows(placed[name], before) // the next pod's Filter sees it
+			s.CreatePods([]*v1.Pod{stack.NewPod(ns, name, stack.WithLabels(stack.SpreadKey, group))}, 1)
+			placed[name] = s.WaitScheduled(ns, []string{name}, 60*time.Second)[name]
+			s.WaitLedger(ns, name)
+			s.WaitScorerLedgerGrows(placed[name], before) // the next pod's Filter sees it
 		}
 		return placed
 	}
 	distinct := func(what string, placed map[string]string) {
-		counts := s.countPerNode(placed)
-		t.Logf("%s: %s", what, fmtCounts(counts))
+		counts := s.CountPerNode(placed)
+		t.Logf("%s: %s", what, stack.FmtCounts(counts))
 		for n, c := range counts {
 			if c > 1 {
-				t.Errorf("%s: %d pods of one spread group share node %s (%s)", what, c, n, fmtCounts(counts))
+				t.Errorf("%s: %d pods of one spread group share node %s (%s)", what, c, n, stack.FmtCounts(counts))
 			}
 		}
 	}
@@ -378,120 +258,35 @@ func testAntiColocation(t *testing.T, path schedPath) {
 	distinct("group of 4, one after the other", sequential("seq", 4))
 
 	// A fifth member of "seq": every node holds one.
-	s.createPods([]*v1.Pod{newPod(ns, "seq-extra", withLabels(spreadKey, "seq"))}, 1)
-	msg := s.waitFailedScheduling(ns, "seq-extra", "anti-colocation", 60*time.Second)
+	s.CreatePods([]*v1.Pod{stack.NewPod(ns, "seq-extra", stack.WithLabels(stack.SpreadKey, "seq"))}, 1)
+	msg := s.WaitFailedScheduling(ns, "seq-extra", "anti-colocation", 60*time.Second)
 	t.Logf("seq-extra: %s", msg)
-	if p, _ := s.cluster.Client.CoreV1().Pods(ns).Get(ctx, "seq-extra", metav1.GetOptions{}); p != nil && p.Spec.NodeName != "" {
+	if p, _ := s.Cluster.Client.CoreV1().Pods(ns).Get(ctx, "seq-extra", metav1.GetOptions{}); p != nil && p.Spec.NodeName != "" {
 		t.Errorf("seq-extra bound to %s although every node holds a 'seq' pod", p.Spec.NodeName)
 	}
-	if !strings.Contains(msg, spreadKey) {
-		t.Errorf("the FailedScheduling message does not name %s: %q", spreadKey, msg)
+	if !strings.Contains(msg, stack.SpreadKey) {
+		t.Errorf("the FailedScheduling message does not name %s: %q", stack.SpreadKey, msg)
 	}
 
 	// Four at once: on the extender path the watch-lag limitation (logged
 	// only); on the plugin path asserted.
-	names := podNames("burst", 4)
+	names := stack.PodNames("burst", 4)
 	var pods []*v1.Pod
 	for _, n := range names {
-		pods = append(pods, newPod(ns, n, withLabels(spreadKey, "burst")))
+		pods = append(pods, stack.NewPod(ns, n, stack.WithLabels(stack.SpreadKey, "burst")))
 	}
-	s.createPods(pods, 4)
-	counts := s.countPerNode(s.waitScheduled(ns, names, 90*time.Second))
-	_, hi := minMax(counts)
+	s.CreatePods(pods, 4)
+	counts := s.CountPerNode(s.WaitScheduled(ns, names, 90*time.Second))
+	_, hi := stack.MinMax(counts)
 	switch {
 	case hi <= 1:
-		t.Logf("%s path: group of 4 created at once: %s (one per node)", path, fmtCounts(counts))
-	case path == pluginPath:
-		t.Errorf("plugin path: group of 4 created at once shares nodes: %s (Reserve in the cycle should keep them apart)", fmtCounts(counts))
+		t.Logf("%s path: group of 4 created at once: %s (one per node)", path, stack.FmtCounts(counts))
+	case path == stack.PluginPath:
+		t.Errorf("plugin path: group of 4 created at once shares nodes: %s (Reserve in the cycle should keep them apart)", stack.FmtCounts(counts))
 	default:
-		t.Logf("KNOWN LIMITATION (extender path): group of 4 created at once shares nodes: %s", fmtCounts(counts))
+		t.Logf("KNOWN LIMITATION (extender path): group of 4 created at once shares nodes: %s", stack.FmtCounts(counts))
 	}
-	appendResult(t, "anti-colocation.txt", fmt.Sprintf("%s %s path: group of 4 created at once on 4 nodes: %s\n", time.Now().UTC().Format(time.RFC3339), path, fmtCounts(counts)))
-}
-
-// waitLedger waits until the collector's ledger holds ns/name.
-func (s *stack) waitLedger(ns, name string) {
-	s.t.Helper()
-	err := waitFor(s.ctx, 30*time.Second, 100*time.Millisecond, "ledger entry "+ns+"/"+name, func() (bool, error) {
-		l, err := s.ledger()
-		if err != nil {
-			return false, err
-		}
-		for _, e := range l {
-			if e.GetNamespace() == ns && e.GetName() == name {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-}
-
-// waitFailedScheduling waits for a FailedScheduling event of the pod whose
-// message contains want (any message when want is empty); returns it.
-func (s *stack) waitFailedScheduling(ns, pod, want string, timeout time.Duration) string {
-	s.t.Helper()
-	var msg string
-	err := waitFor(s.ctx, timeout, 500*time.Millisecond, "FailedScheduling event for "+pod, func() (bool, error) {
-		evs, err := s.cluster.Client.CoreV1().Events(ns).List(s.ctx, metav1.ListOptions{
-			FieldSelector: fields.AndSelectors(
-				fields.OneTermEqualSelector("involvedObject.name", pod),
-				fields.OneTermEqualSelector("reason", "FailedScheduling"),
-			).String(),
-		})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range evs.Items {
-			msg = e.Message
-			if strings.Contains(e.Message, want) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		s.t.Fatalf("%v; last event message %q; %s", err, msg, s.podConditions(ns, pod))
-	}
-	return msg
-}
-
-// appendResult appends to tests/e2e/results/<name>, truncating it first when
-// it is the first write of this test process (one file per run, both paths).
-func appendResult(t *testing.T, name, text string) {
-	resultsMu.Lock()
-	defer resultsMu.Unlock()
-	if !resultsSeen[name] {
-		resultsSeen[name] = true
-		writeResult(t, name, text)
-		return
-	}
-	f, err := os.OpenFile(filepath.Join(repoRoot(), "tests", "e2e", "results", name), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Logf("write result: %v", err)
-		return
-	}
-	defer f.Close()
-	_, _ = f.WriteString(text)
-}
-
-var (
-	resultsMu   sync.Mutex
-	resultsSeen = map[string]bool{}
-)
-
-// writeResult writes tests/e2e/results/<name> (git-ignored).
-func writeResult(t *testing.T, name, text string) {
-	dir := filepath.Join(repoRoot(), "tests", "e2e", "results")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Logf("results dir: %v", err)
-		return
-	}
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-		t.Logf("write result: %v", err)
-	}
+	stack.AppendResult(t, "anti-colocation.txt", fmt.Sprintf("%s %s path: group of 4 created at once on 4 nodes: %s\n", time.Now().UTC().Format(time.RFC3339), path, stack.FmtCounts(counts)))
 }
 
 // TestFailureRecovery: 10 nodes, node-3 at 90 % cpu.
@@ -509,14 +304,14 @@ func writeResult(t *testing.T, name, text string) {
 // equal scores; counted in waterline_plugin_fail_open_total), and step 3 first
 // waits until the plugin's gRPC connection is back (a probe pod scheduled
 // without a new fail-open), since grpc-go reconnects with backoff.
-func TestFailureRecovery(t *testing.T) { eachPath(t, testFailureRecovery) }
+func TestFailureRecovery(t *testing.T) { stack.EachPath(t, testFailureRecovery) }
 
-func testFailureRecovery(t *testing.T, path schedPath) {
+func testFailureRecovery(t *testing.T, path stack.Path) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const hot = 3
-	hotName := nodeName(hot)
-	s := newStack(ctx, t, stackOptions{
+	hotName := stack.NodeName(hot)
+	s := stack.New(ctx, t, stack.Options{
 		Nodes: 10,
 		CPUBusy: func(i int) float64 {
 			if i == hot {
@@ -525,24 +320,24 @@ func testFailureRecovery(t *testing.T, path schedPath) {
 			return 0.10 + 0.02*float64(i)
 		},
 		MemoryUsed:  0.2,
-		Policy:      policySpec{Metrics: []metricSpec{withFilter(cpuAvg5m, 65), withFilter(memAvg5m, 65)}, Ledger: true},
+		Policy:      stack.Policy{Metrics: []stack.Metric{stack.CPUAvg5m.WithFilter(65), stack.MemAvg5m.WithFilter(65)}, Ledger: true},
 		WaitMetrics: true,
 	})
-	s.waitMetrics(func(n string, m map[string]float64) bool {
+	s.WaitMetrics(func(n string, m map[string]float64) bool {
 		return n != hotName || m["cpu_usage_avg_5m"] > 65
 	}, "node-3 above the threshold")
-	s.startScheduler(waterlineSched(s, path))
+	s.StartScheduler(s.WaterlineScheduler(path))
 	ns := "default"
 	batch := func(prefix string, n int) map[string]int {
-		names := podNames(prefix, n)
+		names := stack.PodNames(prefix, n)
 		var pods []*v1.Pod
 		for _, name := range names {
-			pods = append(pods, newPod(ns, name))
+			pods = append(pods, stack.NewPod(ns, name))
 		}
 		t0 := time.Now()
-		s.createPods(pods, n)
-		c := s.countPerNode(s.waitScheduled(ns, names, 2*time.Minute))
-		t.Logf("%s: %d pods bound in %v: %s", prefix, n, time.Since(t0).Round(time.Millisecond), fmtCounts(c))
+		s.CreatePods(pods, n)
+		c := s.CountPerNode(s.WaitScheduled(ns, names, 2*time.Minute))
+		t.Logf("%s: %d pods bound in %v: %s", prefix, n, time.Since(t0).Round(time.Millisecond), stack.FmtCounts(c))
 		return c
 	}
 
@@ -553,18 +348,18 @@ func testFailureRecovery(t *testing.T, path schedPath) {
 
 	// 2. scorer killed mid-run: 20 pods created one every 50 ms; the scorer
 	// is SIGKILLed after the 5th is bound. Every pod still binds.
-	failOpens0 := pluginFailOpens()
-	evaluateFO0 := pluginCounter("waterline_plugin_fail_open_total", "rpc", "Evaluate")
-	filterFO0 := pluginCounter("waterline_plugin_fail_open_total", "rpc", "Filter")
-	scoreFO0 := pluginCounter("waterline_plugin_fail_open_total", "rpc", "Score")
-	reserveFO0 := pluginCounter("waterline_plugin_fail_open_total", "rpc", "Reserve")
+	failOpens0 := stack.PluginFailOpens()
+	evaluateFO0 := stack.PluginCounter("waterline_plugin_fail_open_total", "rpc", "Evaluate")
+	filterFO0 := stack.PluginCounter("waterline_plugin_fail_open_total", "rpc", "Filter")
+	scoreFO0 := stack.PluginCounter("waterline_plugin_fail_open_total", "rpc", "Score")
+	reserveFO0 := stack.PluginCounter("waterline_plugin_fail_open_total", "rpc", "Reserve")
 	{
-		names := podNames("scorer-down", 20)
+		names := stack.PodNames("scorer-down", 20)
 		created := make(chan error, 1)
 		t0 := time.Now()
 		go func() {
 			for _, n := range names {
-				if _, err := s.cluster.Client.CoreV1().Pods(ns).Create(ctx, newPod(ns, n), metav1.CreateOptions{}); err != nil {
+				if _, err := s.Cluster.Client.CoreV1().Pods(ns).Create(ctx, stack.NewPod(ns, n), metav1.CreateOptions{}); err != nil {
 					created <- err
 					return
 				}
@@ -572,22 +367,22 @@ func testFailureRecovery(t *testing.T, path schedPath) {
 			}
 			created <- nil
 		}()
-		s.waitScheduled(ns, names[:5], time.Minute)
-		s.scorer.Kill()
+		s.WaitScheduled(ns, names[:5], time.Minute)
+		s.Scorer.Kill()
 		t.Logf("scorer killed %v after the first pod was created (5 bound)", time.Since(t0).Round(time.Millisecond))
 		if err := <-created; err != nil {
 			t.Fatal(err)
 		}
-		down := s.countPerNode(s.waitScheduled(ns, names, 2*time.Minute))
+		down := s.CountPerNode(s.WaitScheduled(ns, names, 2*time.Minute))
 		t.Logf("scorer-down: 20 pods bound in %v: %s (%d on the hot node: with neutral answers any node may win)",
-			time.Since(t0).Round(time.Millisecond), fmtCounts(down), down[hotName])
-		if path == pluginPath {
-			fo := pluginFailOpens() - failOpens0
+			time.Since(t0).Round(time.Millisecond), stack.FmtCounts(down), down[hotName])
+		if path == stack.PluginPath {
+			fo := stack.PluginFailOpens() - failOpens0
 			t.Logf("plugin: waterline_plugin_fail_open_total +%.0f while the scorer was down (Evaluate %.0f, Filter %.0f, Score %.0f, Reserve %.0f)", fo,
-				pluginCounter("waterline_plugin_fail_open_total", "rpc", "Evaluate")-evaluateFO0,
-				pluginCounter("waterline_plugin_fail_open_total", "rpc", "Filter")-filterFO0,
-				pluginCounter("waterline_plugin_fail_open_total", "rpc", "Score")-scoreFO0,
-				pluginCounter("waterline_plugin_fail_open_total", "rpc", "Reserve")-reserveFO0)
+				stack.PluginCounter("waterline_plugin_fail_open_total", "rpc", "Evaluate")-evaluateFO0,
+				stack.PluginCounter("waterline_plugin_fail_open_total", "rpc", "Filter")-filterFO0,
+				stack.PluginCounter("waterline_plugin_fail_open_total", "rpc", "Score")-scoreFO0,
+				stack.PluginCounter("waterline_plugin_fail_open_total", "rpc", "Reserve")-reserveFO0)
 			if fo < 1 {
 				t.Errorf("plugin path: the scorer was killed but the plugin never failed open (waterline_plugin_fail_open_total did not move)")
 			}
@@ -595,31 +390,29 @@ func testFailureRecovery(t *testing.T, path schedPath) {
 	}
 
 	// 3. scorer back
-	s.scorer.Restart()
-	waitReady(ctx, t, s.scorer, s.scorerAdmin, 60*time.Second)
-	if path == pluginPath {
-		s.waitPluginRPCsOK(ns)
+	s.Scorer.RestartReady(ctx, t)
+	if path == stack.PluginPath {
+		s.WaitPluginRPCsOK(ns)
 	}
 	if c := batch("scorer-back", 10); c[hotName] != 0 {
 		t.Errorf("scorer back: %d pods on the hot node", c[hotName])
 	}
 
 	// 4. collector restart: same ledger
-	if !s.kubeWatch {
+	if !s.KubeWatch {
 		t.Fatalf("BLOCKED: waterline-collector has no --kubeconfig: no pod watch to rebuild the ledger from")
 	}
-	for _, p := range append(append(podNames("before", 5), podNames("scorer-down", 20)...), podNames("scorer-back", 10)...) {
-		s.waitLedger(ns, p)
+	for _, p := range append(append(stack.PodNames("before", 5), stack.PodNames("scorer-down", 20)...), stack.PodNames("scorer-back", 10)...) {
+		s.WaitLedger(ns, p)
 	}
-	before, err := s.ledger()
+	before, err := s.Ledger()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.collector.Restart()
-	waitReady(ctx, t, s.collector, s.collectorAdmin, 60*time.Second)
-	var after map[string]*wlv1LedgerEntry
-	err = waitFor(ctx, 60*time.Second, 300*time.Millisecond, "ledger rebuilt", func() (bool, error) {
-		l, err := s.ledger()
+	s.Collector.RestartReady(ctx, t)
+	var after map[string]*wlv1.LedgerEntry
+	err = stack.WaitFor(ctx, 60*time.Second, 300*time.Millisecond, "ledger rebuilt", func() (bool, error) {
+		l, err := s.Ledger()
 		if err != nil {
 			return false, err
 		}
@@ -639,7 +432,7 @@ func testFailureRecovery(t *testing.T, path schedPath) {
 	// created by Reserve (millisecond time, kept when the watch confirmed it: the earliest
 	// time wins), so the rebuilt time is the bind's second instead. Either time is right;
 	// anything else is a real change (say, the restart's clock).
-	pods, err := s.cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	pods, err := s.Cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -673,7 +466,7 @@ func testFailureRecovery(t *testing.T, path schedPath) {
 	}
 }
 
-func sampleEntry(l map[string]*wlv1LedgerEntry) string {
+func sampleEntry(l map[string]*wlv1.LedgerEntry) string {
 	for _, e := range l {
 		return fmt.Sprintf("%s/%s on %s placed_at %s source %v absorb_remaining %v", e.GetNamespace(), e.GetName(), e.GetNodeName(),
 			e.GetPlacedAt().AsTime().Format(time.RFC3339), e.GetSource(), e.GetAbsorbRemaining().AsDuration().Round(time.Second))

@@ -10,12 +10,9 @@ package e2e
 // scores docs/design.md#water-level-curve predicts.
 
 import (
-	"bufio"
 	"context"
 	"math"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,64 +20,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	wlv1 "github.com/waterline/waterline/plugin/gen/waterline/v1"
-	"github.com/waterline/waterline/tests/e2e/harness"
+	"github.com/waterline/waterline/tests/e2e/stack"
 )
-
-// seriesRe matches one sample line of the text exposition format.
-var seriesRe = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$`)
-var labelRe = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
-
-// scrapeSeries reads http://admin/metrics and returns the value of every sample named
-// name whose labels include want (name=value pairs).
-func scrapeSeries(admin, name string, want ...string) ([]float64, error) {
-	resp, err := httpc.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var out []float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-next:
-	for sc.Scan() {
-		m := seriesRe.FindStringSubmatch(sc.Text())
-		if m == nil || m[1] != name {
-			continue
-		}
-		labels := map[string]string{}
-		for _, l := range labelRe.FindAllStringSubmatch(m[2], -1) {
-			labels[l[1]] = l[2]
-		}
-		for i := 0; i+1 < len(want); i += 2 {
-			if labels[want[i]] != want[i+1] {
-				continue next
-			}
-		}
-		v, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, sc.Err()
-}
-
-// scrapeOne is scrapeSeries for exactly one sample (0 when there is none).
-func scrapeOne(t *testing.T, admin, name string, want ...string) float64 {
-	t.Helper()
-	vs, err := scrapeSeries(admin, name, want...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	switch len(vs) {
-	case 0:
-		return 0
-	case 1:
-		return vs[0]
-	}
-	t.Fatalf("%s %v: %d samples, want one", name, want, len(vs))
-	return 0
-}
 
 // waterLevelScore is docs/design.md#water-level-curve, rounded half away from zero.
 func waterLevelScore(target, u float64) int64 {
@@ -95,49 +36,45 @@ func waterLevelScore(target, u float64) int64 {
 }
 
 func TestShadow(t *testing.T) {
-	skipShort(t)
+	stack.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// node-0 and node-1 hot, node-2 at 20 %, node-3 at 30 % cpu; 8 cores each.
 	busy := []float64{0.9, 0.9, 0.2, 0.3}
 	hot := map[string]bool{"node-0": true, "node-1": true}
 	const target, capMillis, threshold = 40.0, 8000.0, 65.0
-	s := newStack(ctx, t, stackOptions{
+	s := stack.New(ctx, t, stack.Options{
 		Nodes:   len(busy),
 		CPUBusy: func(i int) float64 { return busy[i] },
 		// Ledger off: every bind is judged on the same levels, so the best node and the
 		// scores are fixed by the observed values alone.
-		Policy:        policySpec{Metrics: []metricSpec{withFilter(cpuAvg5m, threshold)}, Ledger: false},
+		Policy:        stack.Policy{Metrics: []stack.Metric{stack.CPUAvg5m.WithFilter(threshold)}, Ledger: false},
 		WaitMetrics:   true,
 		CollectorArgs: []string{"--shadow"},
 	})
-	if !s.kubeWatch {
+	if !s.KubeWatch {
 		t.Fatalf("BLOCKED: waterline-collector has no --kubeconfig: no pod watch to judge binds from")
 	}
-	s.waitMetrics(func(n string, m map[string]float64) bool {
+	s.WaitMetrics(func(n string, m map[string]float64) bool {
 		v, ok := m["cpu_usage_avg_5m"]
 		if hot[n] {
 			return ok && v > 80
 		}
 		return ok && v < 40
 	}, "node-0 and node-1 above 80 % cpu, the others below 40 %")
-	obs, err := s.metrics()
+	obs, err := s.Metrics()
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// The stock kube-scheduler: default configuration, profile default-scheduler.
-	stop, err := harness.StartScheduler(ctx, harness.SchedulerOptions{KubeconfigPath: s.cluster.KubeconfigPath, WorkDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("kube-scheduler: %v", err)
-	}
-	s.stopSched = stop
+	s.StartSchedulerConfig("")
 
 	// Prediction (docs/design.md#predicted-utilisation): U = observed + incoming; the pod requests
 	// 100m cpu and sets no limit, so its estimate is 100m × 0.85 = 85m, 1.0625 % of 8 cores.
 	score := map[string]int64{}
 	best, bestScore := "", int64(-1)
-	for _, n := range s.nodes {
+	for _, n := range s.Nodes {
 		u := obs[n]["cpu_usage_avg_5m"] + 100*85/capMillis
 		score[n] = waterLevelScore(target, u)
 		if !hot[n] && score[n] > bestScore {
@@ -148,29 +85,29 @@ func TestShadow(t *testing.T) {
 
 	ns := "default"
 	const burst = 8
-	names := podNames("shadow", burst)
+	names := stack.PodNames("shadow", burst)
 	var pods []*v1.Pod
 	for _, n := range names {
-		pods = append(pods, newPod(ns, n, func(p *v1.Pod) { p.Spec.SchedulerName = v1.DefaultSchedulerName }))
+		pods = append(pods, stack.NewPod(ns, n, func(p *v1.Pod) { p.Spec.SchedulerName = v1.DefaultSchedulerName }))
 	}
-	s.createPods(pods, burst)
-	placed := s.waitScheduled(ns, names, time.Minute)
-	counts := s.countPerNode(placed)
+	s.CreatePods(pods, burst)
+	placed := s.WaitScheduled(ns, names, time.Minute)
+	counts := s.CountPerNode(placed)
 	onHot := counts["node-0"] + counts["node-1"]
-	t.Logf("default-scheduler placements: %s (%d on the hot nodes)", fmtCounts(counts), onHot)
+	t.Logf("default-scheduler placements: %s (%d on the hot nodes)", stack.FmtCounts(counts), onHot)
 	if onHot == 0 {
-		t.Fatalf("the default scheduler placed no pod on a hot node (%s): nothing to judge as rejected", fmtCounts(counts))
+		t.Fatalf("the default scheduler placed no pod on a hot node (%s): nothing to judge as rejected", stack.FmtCounts(counts))
 	}
 
 	var got *wlv1.ShadowDecisionsResponse
-	err = waitFor(ctx, 30*time.Second, 200*time.Millisecond, "every bind in ShadowDecisions", func() (bool, error) {
+	err = stack.WaitFor(ctx, 30*time.Second, 200*time.Millisecond, "every bind in ShadowDecisions", func() (bool, error) {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 		defer ccancel()
-		got, err = s.collectorClient.ShadowDecisions(cctx, &wlv1.ShadowDecisionsRequest{SchedulerName: v1.DefaultSchedulerName})
+		got, err = s.CollectorClient.ShadowDecisions(cctx, &wlv1.ShadowDecisionsRequest{SchedulerName: v1.DefaultSchedulerName})
 		return err == nil && len(got.GetDecisions()) >= burst, err
 	})
 	if err != nil {
-		t.Fatalf("%v\n--- collector ---\n%s", err, s.collector.Tail(3000))
+		t.Fatalf("%v\n--- collector ---\n%s", err, s.Collector.Tail(3000))
 	}
 	if len(got.GetDecisions()) != burst || got.GetJudged() != burst || got.GetDropped() != 0 {
 		t.Errorf("ShadowDecisions: %d decisions, judged %d, dropped %d; want %d, %d, 0",
@@ -224,20 +161,28 @@ func TestShadow(t *testing.T) {
 		t.Errorf("no decision for %v", missing)
 	}
 
-	// The same on the collector's /metrics.
+	// The same on the collector's /metrics: each the one series of its name and labels.
+	scrapeOne := func(name string, labels ...string) float64 {
+		t.Helper()
+		v, err := stack.One(stack.Admin(s.Collector.Admin), name, labels...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
 	sched := []string{"scheduler", v1.DefaultSchedulerName}
 	checks := []struct {
 		what string
 		got  float64
 		want float64
 	}{
-		{"binds rejected by cpu_usage_avg_5m", scrapeOne(t, s.collectorAdmin, "waterline_shadow_rejected_binds_total", append(sched, "metric", "cpu_usage_avg_5m")...), float64(onHot)},
-		{"binds judged rejected", scrapeOne(t, s.collectorAdmin, "waterline_shadow_binds_total", append(sched, "verdict", "rejected")...), float64(onHot)},
-		{"binds judged accepted", scrapeOne(t, s.collectorAdmin, "waterline_shadow_binds_total", append(sched, "verdict", "accepted")...), float64(burst - onHot)},
-		{"regret observations", scrapeOne(t, s.collectorAdmin, "waterline_shadow_regret_count", sched...), burst},
-		{"regret sum", scrapeOne(t, s.collectorAdmin, "waterline_shadow_regret_sum", sched...), float64(regretSum)},
-		{"binds dropped", scrapeOne(t, s.collectorAdmin, "waterline_shadow_dropped_total"), 0},
-		{"judge durations", scrapeOne(t, s.collectorAdmin, "waterline_shadow_judge_duration_seconds_count"), burst},
+		{"binds rejected by cpu_usage_avg_5m", scrapeOne("waterline_shadow_rejected_binds_total", append(sched, "metric", "cpu_usage_avg_5m")...), float64(onHot)},
+		{"binds judged rejected", scrapeOne("waterline_shadow_binds_total", append(sched, "verdict", "rejected")...), float64(onHot)},
+		{"binds judged accepted", scrapeOne("waterline_shadow_binds_total", append(sched, "verdict", "accepted")...), float64(burst - onHot)},
+		{"regret observations", scrapeOne("waterline_shadow_regret_count", sched...), burst},
+		{"regret sum", scrapeOne("waterline_shadow_regret_sum", sched...), float64(regretSum)},
+		{"binds dropped", scrapeOne("waterline_shadow_dropped_total"), 0},
+		{"judge durations", scrapeOne("waterline_shadow_judge_duration_seconds_count"), burst},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -249,7 +194,7 @@ func TestShadow(t *testing.T) {
 	}
 	// Predicted − target on the chosen nodes: above the level on the hot nodes (> 0),
 	// below it on the cool ones: the +Inf bucket counts all, the 0 bucket the cool ones.
-	atOrBelow := scrapeOne(t, s.collectorAdmin, "waterline_shadow_chosen_level_minus_target_bucket", append(sched, "metric", "cpu_usage_avg_5m", "le", "0.0")...)
+	atOrBelow := scrapeOne("waterline_shadow_chosen_level_minus_target_bucket", append(sched, "metric", "cpu_usage_avg_5m", "le", "0.0")...)
 	if atOrBelow != float64(burst-onHot) {
 		t.Errorf("/metrics: chosen level at or below the water level for %v binds, want %d", atOrBelow, burst-onHot)
 	}

@@ -10,25 +10,21 @@ package e2e
 // of a CA nobody trusts, is refused.
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/waterline/waterline/plugin/testpki"
 	"github.com/waterline/waterline/plugin/waterline"
-	"github.com/waterline/waterline/tests/e2e/harness"
+	"github.com/waterline/waterline/tests/e2e/stack"
 )
 
 func newE2ECA(t *testing.T, name string) *testpki.CA {
@@ -62,32 +58,6 @@ func installFile(t *testing.T, path string, data []byte) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// adminSum sums the samples of one metric family on http://admin/metrics whose label
-// text contains labels.
-func adminSum(admin, family, labels string) (float64, error) {
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	total := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, family+"{") && !strings.HasPrefix(line, family+" ") {
-			continue
-		}
-		if !strings.Contains(line, labels) {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
-			total += v
-		}
-	}
-	return total, sc.Err()
 }
 
 // presentedIssuer dials addr over TLS, trusting roots and presenting client (if any), and
@@ -124,7 +94,7 @@ func TestTLSEveryHopRotated(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	for _, b := range []string{"waterline-collector", "waterline-scorer", "waterline-extender"} {
-		needBinary(t, b)
+		stack.NeedBinary(t, b)
 	}
 	dir := t.TempDir()
 	oldCA, nextCA, strangerCA := newE2ECA(t, "waterline CA 1"), newE2ECA(t, "waterline CA 2"), newE2ECA(t, "someone else's CA")
@@ -137,20 +107,8 @@ func TestTLSEveryHopRotated(t *testing.T) {
 
 	// The control plane and 4 fake nodes; node-0 is the coolest by far, so every pod
 	// placed through waterline lands there (a fail-open or neutral answer spreads them).
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	c, err := harness.Start(ctx, t, harness.Options{KubeconfigPath: kubeconfig})
-	if err != nil {
-		t.Fatalf("control plane: %v", err)
-	}
-	s := &stack{t: t, ctx: ctx, cluster: c}
-	t.Cleanup(func() {
-		s.stopScheduler()
-		c.Stop()
-	})
 	const nodes = 4
-	if s.nodes, err = harness.CreateFakeNodes(ctx, c.Client, harness.NodeSpec{Count: nodes, CPU: "8", Memory: "32Gi", IPPrefix: ipPrefix(nodes), Parallelism: 4}); err != nil {
-		t.Fatal(err)
-	}
+	s := stack.ControlPlane(ctx, t, nodes, "8")
 	var static strings.Builder
 	static.WriteString("nodes:\n")
 	for i := 0; i < nodes; i++ {
@@ -158,7 +116,7 @@ func TestTLSEveryHopRotated(t *testing.T) {
 		if i == 0 {
 			busy = 5
 		}
-		fmt.Fprintf(&static, "  - {name: %s, capacity: {cpu: 8, memory: 32Gi}, metrics: {cpu_usage_avg_5m: %d, mem_usage_avg_5m: %d}}\n", nodeName(i), busy, busy)
+		fmt.Fprintf(&static, "  - {name: %s, capacity: {cpu: 8, memory: 32Gi}, metrics: {cpu_usage_avg_5m: %d, mem_usage_avg_5m: %d}}\n", stack.NodeName(i), busy, busy)
 	}
 	staticFile := filepath.Join(dir, "nodes.yaml")
 	if err := os.WriteFile(staticFile, []byte(static.String()), 0o644); err != nil {
@@ -166,26 +124,26 @@ func TestTLSEveryHopRotated(t *testing.T) {
 	}
 
 	listener := []string{"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", caFile, "--tls-reload-interval", "500ms"}
-	collectorGRPC, collectorAdmin := freeAddr(t), freeAddr(t)
-	collector := startProc(t, "collector", needBinary(t, "waterline-collector"),
+	collectorGRPC, collectorAdmin := stack.FreeAddr(t), stack.FreeAddr(t)
+	collector := stack.StartProc(t, "collector", stack.NeedBinary(t, "waterline-collector"),
 		append([]string{"--grpc-addr", collectorGRPC, "--admin-addr", collectorAdmin, "--static", staticFile}, listener...)...)
-	waitReady(ctx, t, collector, collectorAdmin, 60*time.Second)
-	scorerGRPC, scorerAdmin := freeAddr(t), freeAddr(t)
+	stack.WaitReady(ctx, t, collector, collectorAdmin, 60*time.Second)
+	scorerGRPC, scorerAdmin := stack.FreeAddr(t), stack.FreeAddr(t)
 	port := func(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }
-	scorer := startProc(t, "scorer", needBinary(t, "waterline-scorer"), append([]string{
+	scorer := stack.StartProc(t, "scorer", stack.NeedBinary(t, "waterline-scorer"), append([]string{
 		"--grpc-addr", scorerGRPC, "--admin-addr", scorerAdmin,
 		"--collector-url", "https://localhost:" + port(collectorGRPC),
 		"--collector-ca", caFile, "--collector-cert", certFile, "--collector-key", keyFile,
 	}, listener...)...)
-	waitReady(ctx, t, scorer, scorerAdmin, 60*time.Second)
-	extenderHTTP, extenderAdmin := freeAddr(t), freeAddr(t)
-	extender := startProc(t, "extender", needBinary(t, "waterline-extender"), append([]string{
+	stack.WaitReady(ctx, t, scorer, scorerAdmin, 60*time.Second)
+	extenderHTTP, extenderAdmin := stack.FreeAddr(t), stack.FreeAddr(t)
+	extender := stack.StartProc(t, "extender", stack.NeedBinary(t, "waterline-extender"), append([]string{
 		"--http-addr", extenderHTTP, "--admin-addr", extenderAdmin,
 		"--scorer-url", "https://localhost:" + port(scorerGRPC),
 		"--scorer-ca", caFile, "--scorer-cert", certFile, "--scorer-key", keyFile,
-		"--scheduler-names", schedulerName, "--scorer-timeout", "900ms",
+		"--scheduler-names", stack.SchedulerName, "--scorer-timeout", "900ms",
 	}, listener...)...)
-	waitReady(ctx, t, extender, extenderAdmin, 60*time.Second)
+	stack.WaitReady(ctx, t, extender, extenderAdmin, 60*time.Second)
 
 	// One kube-scheduler, two profiles: waterline-scheduler through the HTTPS extender,
 	// waterline-plugin through the plugin over mTLS. In-tree scoring is off in both, so
@@ -204,60 +162,53 @@ profiles:
     pluginConfig:
       - name: %[3]s
         args: {endpoint: %[4]q, timeout: 1s, failOpen: true, tls: {caFile: %[5]q, certFile: %[6]q, keyFile: %[7]q, serverName: localhost}}
-`, schedulerName, pluginProfile, waterline.Name, scorerGRPC, caFile, certFile, keyFile) +
-		extenderYAML("https://"+extenderHTTP+"/waterline/v1",
+`, stack.SchedulerName, pluginProfile, waterline.Name, scorerGRPC, caFile, certFile, keyFile) +
+		stack.ExtenderYAML("https://"+extenderHTTP+"/waterline/v1",
 			fmt.Sprintf("{caFile: %q, certFile: %q, keyFile: %q, serverName: localhost}", caFile, certFile, keyFile))
 	configPath := filepath.Join(dir, "scheduler.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stop, err := harness.StartScheduler(ctx, harness.SchedulerOptions{
-		ConfigFile: configPath, KubeconfigPath: c.KubeconfigPath, WorkDir: dir,
-		Registry: []app.Option{app.WithPlugin(waterline.Name, waterline.New)},
-	})
-	if err != nil {
-		t.Fatalf("kube-scheduler: %v\n%s", err, config)
-	}
-	s.stopSched = stop
+	s.StartSchedulerConfig(configPath)
 
-	failOpens0 := pluginCounter("waterline_plugin_fail_open_total")
+	failOpens0 := stack.PluginCounter("waterline_plugin_fail_open_total")
 	// place schedules n pods on each path and checks that every one landed on node-0.
 	place := func(round string) {
 		t.Helper()
 		ns := "tls-" + round
-		s.ensureNamespace(ns)
+		s.EnsureNamespace(ns)
 		// The extender's answers from the scorer (over mTLS), and the scorer's Sessions
 		// (the plugin's stream, over mTLS), before the round.
-		extenderOK0, _ := adminSum(extenderAdmin, "waterline_extender_scorer_requests_total", `code="OK"`)
-		sessions0, _ := adminSum(scorerAdmin, "waterline_scorer_grpc_requests_total", `method="Session.Evaluate"`)
+		extenderOK0, _ := stack.AdminSum(extenderAdmin, "waterline_extender_scorer_requests_total", "code", "OK")
+		sessions0, _ := stack.AdminSum(scorerAdmin, "waterline_scorer_grpc_requests_total", "method", "Session.Evaluate")
 		var pods []*v1.Pod
 		var names []string
 		for i := 0; i < 3; i++ {
-			for _, profile := range []string{schedulerName, pluginProfile} {
-				p := newPod(ns, fmt.Sprintf("%s-%d", profile, i))
+			for _, profile := range []string{stack.SchedulerName, pluginProfile} {
+				p := stack.NewPod(ns, fmt.Sprintf("%s-%d", profile, i))
 				p.Spec.SchedulerName = profile
 				pods = append(pods, p)
 				names = append(names, p.Name)
 			}
 		}
-		s.createPods(pods, 4)
-		placed := s.waitScheduled(ns, names, 60*time.Second)
+		s.CreatePods(pods, 4)
+		placed := s.WaitScheduled(ns, names, 60*time.Second)
 		for pod, node := range placed {
-			if node != nodeName(0) {
-				t.Errorf("%s: pod %s on %s, want %s (the only cool node): waterline was not reached", round, pod, node, nodeName(0))
+			if node != stack.NodeName(0) {
+				t.Errorf("%s: pod %s on %s, want %s (the only cool node): waterline was not reached", round, pod, node, stack.NodeName(0))
 			}
 		}
-		fallbacks, err := adminSum(extenderAdmin, "waterline_extender_fallbacks_total", "")
+		fallbacks, err := stack.AdminSum(extenderAdmin, "waterline_extender_fallbacks_total")
 		if err != nil || fallbacks != 0 {
 			t.Errorf("%s: extender fallbacks %v (%v), want 0: the extender did not reach the scorer", round, fallbacks, err)
 		}
-		if n := pluginCounter("waterline_plugin_fail_open_total"); n != failOpens0 {
+		if n := stack.PluginCounter("waterline_plugin_fail_open_total"); n != failOpens0 {
 			t.Errorf("%s: plugin failed open %v times", round, n-failOpens0)
 		}
-		if n, err := adminSum(extenderAdmin, "waterline_extender_scorer_requests_total", `code="OK"`); err != nil || n < extenderOK0+3 {
+		if n, err := stack.AdminSum(extenderAdmin, "waterline_extender_scorer_requests_total", "code", "OK"); err != nil || n < extenderOK0+3 {
 			t.Errorf("%s: the extender answered %v pods from the scorer (%v), want >= 3", round, n-extenderOK0, err)
 		}
-		if n, err := adminSum(scorerAdmin, "waterline_scorer_grpc_requests_total", `method="Session.Evaluate"`); err != nil || n < sessions0+3 {
+		if n, err := stack.AdminSum(scorerAdmin, "waterline_scorer_grpc_requests_total", "method", "Session.Evaluate"); err != nil || n < sessions0+3 {
 			t.Errorf("%s: the scorer answered %v plugin Evaluates on a Session (%v), want >= 3", round, n-sessions0, err)
 		}
 	}
@@ -271,16 +222,16 @@ profiles:
 		name, admin string
 		reloads     float64 // listener and, for the scorer and extender, client
 	}{{"collector", collectorAdmin, 1}, {"scorer", scorerAdmin, 2}, {"extender", extenderAdmin, 2}} {
-		if err := waitFor(ctx, 30*time.Second, 200*time.Millisecond, p.name+" reloads its TLS files", func() (bool, error) {
-			n, err := adminSum(p.admin, "waterline_tls_reload_total", `result="ok"`)
+		if err := stack.WaitFor(ctx, 30*time.Second, 200*time.Millisecond, p.name+" reloads its TLS files", func() (bool, error) {
+			n, err := stack.AdminSum(p.admin, "waterline_tls_reload_total", "result", "ok")
 			return n >= p.reloads, err
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, p := range []*proc{collector, scorer, extender} {
-		if !p.running() {
-			t.Fatalf("%s exited during the rotation:\n%s", p.name, p.Tail(4000))
+	for _, p := range []*stack.Proc{collector, scorer, extender} {
+		if !p.Running() {
+			t.Fatalf("%s exited during the rotation:\n%s", p.Name, p.Tail(4000))
 		}
 	}
 
@@ -317,15 +268,7 @@ profiles:
 	// The scheduler is restarted, so that both of its hops dial again (the plugin reads
 	// the renewed client certificate, kube-scheduler's extender client too); the waterline
 	// processes run on, and pods are placed through both paths.
-	s.stopScheduler()
-	stop, err = harness.StartScheduler(ctx, harness.SchedulerOptions{
-		ConfigFile: configPath, KubeconfigPath: c.KubeconfigPath, WorkDir: dir,
-		Registry: []app.Option{app.WithPlugin(waterline.Name, waterline.New)},
-	})
-	if err != nil {
-		t.Fatalf("kube-scheduler restart: %v", err)
-	}
-	s.stopSched = stop
+	s.StartSchedulerConfig(configPath)
 	place("after")
 	t.Logf("TLS rotation: pods placed through the extender (HTTPS) and the plugin (mTLS) before and after the renewal; old-CA and untrusted clients refused")
 }

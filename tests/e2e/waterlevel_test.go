@@ -10,6 +10,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/waterline/waterline/tests/e2e/stack"
 )
 
 // TestWaterLevel: 4 nodes at 10, 20, 30 and 50 % cpu, the water-level curve
@@ -24,27 +26,27 @@ import (
 //
 // On the plugin path the scheduler sees the scorer's 0..100 score itself (no
 // extender mapping), so the prediction is the highest rounded score.
-func TestWaterLevel(t *testing.T) { eachPath(t, testWaterLevel) }
+func TestWaterLevel(t *testing.T) { stack.EachPath(t, testWaterLevel) }
 
-func testWaterLevel(t *testing.T, path schedPath) {
+func testWaterLevel(t *testing.T, path stack.Path) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	busy := []float64{0.10, 0.20, 0.30, 0.50}
 	const target, capMillis, estMillis = 40.0, 8000.0, 425.0
-	s := newStack(ctx, t, stackOptions{
+	s := stack.New(ctx, t, stack.Options{
 		Nodes:       len(busy),
 		CPUBusy:     func(i int) float64 { return busy[i] },
-		Policy:      policySpec{Metrics: []metricSpec{cpuAvg5m}, Ledger: true, ScoreMapping: "rescale"},
+		Policy:      stack.Policy{Metrics: []stack.Metric{stack.CPUAvg5m}, Ledger: true, ScoreMapping: "rescale"},
 		WaitMetrics: true,
 	})
-	if !s.kubeWatch {
+	if !s.KubeWatch {
 		t.Fatalf("BLOCKED: waterline-collector has no --kubeconfig: no pod watch feeds the ledger")
 	}
-	obs, err := s.metrics()
+	obs, err := s.Metrics()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.startScheduler(waterlineSched(s, path))
+	s.StartScheduler(s.WaterlineScheduler(path))
 	ns := "default"
 	ledger := map[string]float64{} // node -> ledger millis
 	var seq []string
@@ -52,16 +54,16 @@ func testWaterLevel(t *testing.T, path schedPath) {
 		// Prediction.
 		raw := map[string]int64{}
 		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-		for _, n := range s.nodes {
+		for _, n := range s.Nodes {
 			u := obs[n]["cpu_usage_avg_5m"] + 100*(ledger[n]+estMillis)/capMillis
 			r := waterLevelScore(target, u)
 			raw[n] = r
 			lo, hi = min(lo, r), max(hi, r)
 		}
 		best := []string{}
-		for _, n := range s.nodes {
+		for _, n := range s.Nodes {
 			m := int64(10)
-			if path == pluginPath {
+			if path == stack.PluginPath {
 				// The plugin hands the scorer's score to the framework unchanged.
 				if raw[n] == hi {
 					best = append(best, n)
@@ -78,14 +80,14 @@ func testWaterLevel(t *testing.T, path schedPath) {
 		sort.Strings(best)
 
 		name := fmt.Sprintf("wl-%d", k)
-		before, err := s.scorerLedgerPercent()
+		before, err := s.ScorerLedgerPercent()
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.createPods([]*v1.Pod{newPod(ns, name, withCPU("100m", "500m"))}, 1)
-		got := s.waitScheduled(ns, []string{name}, time.Minute)[name]
-		s.waitLedger(ns, name)
-		s.waitScorerLedgerGrows(got, before) // the next prediction counts this pod
+		s.CreatePods([]*v1.Pod{stack.NewPod(ns, name, stack.WithCPU("100m", "500m"))}, 1)
+		got := s.WaitScheduled(ns, []string{name}, time.Minute)[name]
+		s.WaitLedger(ns, name)
+		s.WaitScorerLedgerGrows(got, before) // the next prediction counts this pod
 		ok := false
 		for _, b := range best {
 			ok = ok || b == got

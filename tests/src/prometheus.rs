@@ -12,94 +12,34 @@
 //! let rows = prom.query("waterline:node_cpu_usage:avg5m").await?;
 //! ```
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::fs::{self, File, OpenOptions};
+use std::fs;
 use std::future::Future;
-use std::io::{Read, Seek, SeekFrom};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use crate::backend::{BackendConfig, MetricsBackend, Server, copy_rule_files, duration_text};
+pub use crate::backend::{Sample, instant_query, rewrite_rule_intervals};
 use crate::exporter::wall_now;
-use serde::Deserialize;
 
 /// The Prometheus server binary (Debian package `prometheus`).
 pub const PROMETHEUS_BIN: &str = "/usr/bin/prometheus";
 /// promtool, from the same package.
 pub const PROMTOOL_BIN: &str = "/usr/bin/promtool";
 
-/// What to run Prometheus with.
-#[derive(Clone, Debug)]
-pub struct PrometheusConfig {
-    /// Entries of `scrape_configs:` as a YAML block sequence at column 0 (for example
-    /// [`crate::exporter::FakeExporter::scrape_configs`]); may be empty.
-    pub scrape_configs: String,
-    /// Rule files; each is copied into the temporary directory, with every group's
-    /// `interval:` rewritten to `rule_interval` when that is set.
-    pub rule_files: Vec<PathBuf>,
-    /// `global.scrape_interval` (and `scrape_timeout`). Default 1 s.
-    pub scrape_interval: Duration,
-    /// `global.evaluation_interval`. Default 1 s.
-    pub evaluation_interval: Duration,
-    /// Interval forced on every rule group of the copied rule files. Default `Some(1 s)`;
-    /// `None` keeps the files' own intervals.
-    pub rule_interval: Option<Duration>,
-    /// OpenMetrics texts written into the data directory with
-    /// `promtool tsdb create-blocks-from openmetrics` before the first start.
-    pub backfill: Vec<String>,
-    /// More command-line flags for the server.
-    pub extra_args: Vec<String>,
-    /// How long to wait for `/-/ready`. Default 30 s.
-    pub ready_timeout: Duration,
-}
-
-impl Default for PrometheusConfig {
-    fn default() -> Self {
-        PrometheusConfig {
-            scrape_configs: String::new(),
-            rule_files: Vec::new(),
-            scrape_interval: Duration::from_secs(1),
-            evaluation_interval: Duration::from_secs(1),
-            rule_interval: Some(Duration::from_secs(1)),
-            backfill: Vec::new(),
-            extra_args: Vec::new(),
-            ready_timeout: Duration::from_secs(30),
-        }
-    }
-}
-
-impl PrometheusConfig {
-    pub fn new(scrape_configs: impl Into<String>) -> Self {
-        PrometheusConfig { scrape_configs: scrape_configs.into(), ..Default::default() }
-    }
-
-    pub fn rule_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.rule_files.push(path.into());
-        self
-    }
-
-    pub fn backfill(mut self, openmetrics: impl Into<String>) -> Self {
-        self.backfill.push(openmetrics.into());
-        self
-    }
-
-    pub fn arg(mut self, arg: impl Into<String>) -> Self {
-        self.extra_args.push(arg.into());
-        self
-    }
-}
+/// What to run Prometheus with: the configuration every backend takes, used as it is.
+pub type PrometheusConfig = BackendConfig;
 
 /// A running (or stopped, until [`Prometheus::restart`]) Prometheus server. Dropping it kills
 /// the process and removes its directory.
 pub struct Prometheus {
+    // Declared first so the process dies before its directory goes.
+    server: Server,
     dir: tempfile::TempDir,
-    addr: SocketAddr,
-    args: Vec<String>,
-    child: Option<Child>,
+    config: BackendConfig,
     ready_timeout: Duration,
     http: reqwest::Client,
 }
@@ -115,76 +55,44 @@ impl Prometheus {
         let dir = tempfile::Builder::new().prefix("waterline-prometheus-").tempdir()?;
         let data_dir = dir.path().join("data");
         fs::create_dir_all(&data_dir)?;
-
-        let mut rule_paths = Vec::new();
-        for (i, src) in config.rule_files.iter().enumerate() {
-            let text = fs::read_to_string(src)
-                .with_context(|| format!("reading rule file {}", src.display()))?;
-            let text = match config.rule_interval {
-                Some(interval) => rewrite_rule_intervals(&text, interval),
-                None => text,
-            };
-            let name = src
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "rules.yml".into());
-            let dst = dir.path().join(format!("rules-{i}-{name}"));
-            fs::write(&dst, text)?;
-            rule_paths.push(dst);
-        }
-
-        let config_path = dir.path().join("prometheus.yml");
-        fs::write(&config_path, render_config(&config, &rule_paths))?;
-        let check = Command::new(PROMTOOL_BIN)
-            .arg("check")
-            .arg("config")
-            .arg(&config_path)
-            .output()
-            .context("running promtool check config")?;
-        if !check.status.success() {
-            bail!(
-                "promtool check config failed:\n{}{}\n--- prometheus.yml ---\n{}",
-                String::from_utf8_lossy(&check.stdout),
-                String::from_utf8_lossy(&check.stderr),
-                fs::read_to_string(&config_path).unwrap_or_default()
-            );
-        }
-
+        write_config(dir.path(), &config, &config.rule_files)?;
         for text in &config.backfill {
             backfill(&data_dir, text).await?;
         }
 
-        let addr = free_loopback_addr()?;
-        let mut args = vec![
-            format!("--config.file={}", config_path.display()),
-            format!("--storage.tsdb.path={}", data_dir.display()),
-            format!("--web.listen-address={addr}"),
-            "--web.enable-lifecycle".to_string(),
-            "--web.enable-admin-api".to_string(),
-            "--storage.tsdb.retention.time=30d".to_string(),
-            "--log.level=info".to_string(),
-        ];
-        args.extend(config.extra_args.iter().cloned());
-
+        let config_path = dir.path().join("prometheus.yml");
+        let server = Server::new("prometheus", PROMETHEUS_BIN, dir.path(), "/-/ready", |addr| {
+            let mut args = vec![
+                format!("--config.file={}", config_path.display()),
+                format!("--storage.tsdb.path={}", data_dir.display()),
+                format!("--web.listen-address={addr}"),
+                // /-/reload (reload_rules).
+                "--web.enable-lifecycle".to_string(),
+                "--web.enable-admin-api".to_string(),
+                "--storage.tsdb.retention.time=30d".to_string(),
+                "--log.level=info".to_string(),
+            ];
+            args.extend(config.extra_args.iter().cloned());
+            args
+        })?;
         let mut prom = Prometheus {
+            server,
             dir,
-            addr,
-            args,
-            child: None,
             ready_timeout: config.ready_timeout,
+            config,
             http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?,
         };
-        prom.launch().await?;
+        prom.server.launch(&prom.http, prom.ready_timeout).await?;
         Ok(prom)
     }
 
     /// `http://127.0.0.1:<port>`
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// The TSDB directory (`--storage.tsdb.path`).
@@ -199,86 +107,49 @@ impl Prometheus {
 
     /// The server's stdout and stderr (all runs, appended).
     pub fn log_path(&self) -> PathBuf {
-        self.dir.path().join("prometheus.log")
+        self.server.log_path().to_owned()
     }
 
     /// The last `max_bytes` of the server's log.
     pub fn log_tail(&self, max_bytes: u64) -> String {
-        tail(&self.log_path(), max_bytes)
+        self.server.log_tail(max_bytes)
     }
 
     /// Whether the child process is running.
     pub fn is_running(&mut self) -> bool {
-        match &mut self.child {
-            Some(child) => matches!(child.try_wait(), Ok(None)),
-            None => false,
-        }
+        self.server.is_running()
     }
 
     /// Kills the server (SIGKILL, like a crash or an OOM kill) and waits for it to exit.
     /// The data directory stays; [`Prometheus::restart`] brings it back.
     pub fn stop(&mut self) -> Result<()> {
-        if let Some(mut child) = self.child.take() {
-            if child.try_wait()?.is_none() {
-                child.kill().context("killing prometheus")?;
-            }
-            child.wait().context("waiting for prometheus to exit")?;
-        }
-        Ok(())
+        self.server.stop()
     }
 
     /// Stops the server if it runs, then starts it again on the same port and data directory
     /// and waits until it is ready.
     pub async fn restart(&mut self) -> Result<()> {
-        self.stop()?;
-        self.launch().await
+        self.server.stop()?;
+        self.server.launch(&self.http, self.ready_timeout).await
     }
 
-    async fn launch(&mut self) -> Result<()> {
-        let log = OpenOptions::new().create(true).append(true).open(self.log_path())?;
-        let child = Command::new(PROMETHEUS_BIN)
-            .args(&self.args)
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("spawning {PROMETHEUS_BIN}"))?;
-        self.child = Some(child);
-
-        let deadline = wall_now() + self.ready_timeout;
-        let ready_url = format!("{}/-/ready", self.url());
-        loop {
-            if let Some(child) = &mut self.child
-                && let Some(status) = child.try_wait()?
-            {
-                self.child = None;
-                bail!(
-                    "prometheus exited during start-up ({status}); log tail:\n{}",
-                    self.log_tail(4096)
-                );
-            }
-            if let Ok(resp) = self.http.get(&ready_url).send().await
-                && resp.status().is_success()
-            {
-                return Ok(());
-            }
-            if wall_now() >= deadline {
-                let tail = self.log_tail(4096);
-                let _ = self.stop();
-                bail!(
-                    "prometheus on {} not ready within {:?}; log tail:\n{tail}",
-                    self.addr,
-                    self.ready_timeout
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+    /// Replaces the rule files (copied and rewritten as at the start, `prometheus.yml`
+    /// rewritten to list them) and reloads the configuration through `/-/reload`, which
+    /// answers once the new rules are loaded, or with the reason they are not.
+    pub async fn reload_rules(&mut self, rule_files: &[PathBuf]) -> Result<()> {
+        write_config(self.dir.path(), &self.config, rule_files)?;
+        self.config.rule_files = rule_files.to_vec();
+        let resp = self.http.post(format!("{}/-/reload", self.url())).send().await?;
+        let status = resp.status();
+        if !status.is_success() {
+            bail!("prometheus /-/reload: HTTP {status}: {}", resp.text().await.unwrap_or_default());
         }
+        Ok(())
     }
 
     /// Instant query at the server's "now".
     pub async fn query(&self, promql: &str) -> Result<Vec<Sample>> {
-        self.query_params(promql, None).await
+        instant_query(&self.http, &self.url(), promql, None).await
     }
 
     /// Instant query at `time`.
@@ -287,92 +158,72 @@ impl Prometheus {
             .duration_since(UNIX_EPOCH)
             .map_err(|_| anyhow!("time before the epoch"))?
             .as_secs_f64();
-        self.query_params(promql, Some(format!("{t:.3}"))).await
-    }
-
-    async fn query_params(&self, promql: &str, time: Option<String>) -> Result<Vec<Sample>> {
-        instant_query(&self.http, &self.url(), promql, time).await
+        instant_query(&self.http, &self.url(), promql, Some(format!("{t:.3}"))).await
     }
 }
 
-/// One `/api/v1/query` against any Prometheus-compatible server at `base` (Prometheus,
-/// VictoriaMetrics): the vector or scalar answer as samples, or the server's error.
-pub async fn instant_query(
-    http: &reqwest::Client,
-    base: &str,
-    promql: &str,
-    time: Option<String>,
-) -> Result<Vec<Sample>> {
-    let mut params = vec![("query", promql.to_string())];
-    if let Some(t) = time {
-        params.push(("time", t));
+impl MetricsBackend for Prometheus {
+    const NAME: &'static str = "prometheus";
+
+    fn start(config: BackendConfig) -> impl Future<Output = Result<Self>> + Send {
+        Prometheus::start(config)
     }
-    let url = reqwest::Url::parse_with_params(&format!("{base}/api/v1/query"), &params)?;
-    let resp = http.get(url).send().await.with_context(|| format!("querying {promql}"))?;
-    let status = resp.status();
-    let body: ApiResponse = resp
-        .json()
-        .await
-        .with_context(|| format!("decoding the answer to {promql} (HTTP {status})"))?;
-    if body.status != "success" {
+    fn url(&self) -> String {
+        Prometheus::url(self)
+    }
+    fn data_dir(&self) -> PathBuf {
+        Prometheus::data_dir(self)
+    }
+    fn log_tail(&self, max_bytes: u64) -> String {
+        Prometheus::log_tail(self, max_bytes)
+    }
+    fn is_running(&mut self) -> bool {
+        Prometheus::is_running(self)
+    }
+    fn stop(&mut self) -> Result<()> {
+        Prometheus::stop(self)
+    }
+    fn restart(&mut self) -> impl Future<Output = Result<()>> + Send {
+        Prometheus::restart(self)
+    }
+    fn reload_rules(&mut self, rule_files: &[PathBuf]) -> impl Future<Output = Result<()>> + Send {
+        Prometheus::reload_rules(self, rule_files)
+    }
+    fn query(&self, promql: &str) -> impl Future<Output = Result<Vec<Sample>>> + Send {
+        Prometheus::query(self, promql)
+    }
+}
+
+/// Copies `rule_files` into `dir/rules` and writes `dir/prometheus.yml` listing the copies;
+/// `promtool check config` must pass it (rule files included).
+fn write_config(dir: &Path, config: &BackendConfig, rule_files: &[PathBuf]) -> Result<()> {
+    let copies = copy_rule_files(rule_files, config.rule_interval, &dir.join("rules"))?;
+    let mut top = String::new();
+    if !copies.is_empty() {
+        top.push_str("rule_files:\n");
+        for p in &copies {
+            top.push_str(&format!("  - '{}'\n", p.display()));
+        }
+    }
+    let evaluation =
+        format!("  evaluation_interval: {}\n", duration_text(config.evaluation_interval));
+    let config_path = dir.join("prometheus.yml");
+    fs::write(&config_path, config.scrape_yaml(&evaluation, &top))?;
+    let check = Command::new(PROMTOOL_BIN)
+        .arg("check")
+        .arg("config")
+        .arg(&config_path)
+        .output()
+        .context("running promtool check config")?;
+    if !check.status.success() {
         bail!(
-            "query {promql} failed (HTTP {status}): {} {}",
-            body.error_type.unwrap_or_default(),
-            body.error.unwrap_or_default()
+            "promtool check config failed:\n{}{}\n--- prometheus.yml ---\n{}",
+            String::from_utf8_lossy(&check.stdout),
+            String::from_utf8_lossy(&check.stderr),
+            fs::read_to_string(&config_path).unwrap_or_default()
         );
     }
-    let data = body.data.ok_or_else(|| anyhow!("query {promql}: no data"))?;
-    match data.result_type.as_str() {
-        "vector" => {
-            let rows: Vec<VectorRow> = serde_json::from_value(data.result)?;
-            rows.into_iter().map(|row| Ok((row.metric, parse_value(&row.value.1)?))).collect()
-        }
-        "scalar" => {
-            let (_, v): (f64, String) = serde_json::from_value(data.result)?;
-            Ok(vec![(BTreeMap::new(), parse_value(&v)?)])
-        }
-        other => bail!("query {promql}: result type {other} is not supported by query()"),
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.stop();
-    }
-}
-
-/// One row of an instant-vector answer: the series' labels and its value.
-pub type Sample = (BTreeMap<String, String>, f64);
-
-#[derive(Deserialize)]
-struct ApiResponse {
-    status: String,
-    data: Option<ApiData>,
-    #[serde(rename = "errorType")]
-    error_type: Option<String>,
-    error: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ApiData {
-    #[serde(rename = "resultType")]
-    result_type: String,
-    result: serde_json::Value,
-}
-
-#[derive(Deserialize)]
-struct VectorRow {
-    metric: BTreeMap<String, String>,
-    value: (f64, String),
-}
-
-fn parse_value(v: &str) -> Result<f64> {
-    // Prometheus writes NaN, +Inf, -Inf; Rust parses "NaN", "inf", "+inf", "-inf".
-    match v {
-        "+Inf" => Ok(f64::INFINITY),
-        "-Inf" => Ok(f64::NEG_INFINITY),
-        _ => v.parse().with_context(|| format!("sample value {v:?} is not a number")),
-    }
+    Ok(())
 }
 
 /// Writes OpenMetrics text (ending in `# EOF`, timestamps in seconds) into `data_dir` as TSDB
@@ -399,7 +250,7 @@ pub async fn backfill_file(
     let mut command = tokio::process::Command::new(PROMTOOL_BIN);
     command.args(["tsdb", "create-blocks-from", "openmetrics"]);
     if let Some(d) = max_block_duration {
-        command.arg(format!("--max-block-duration={}", prom_duration(d)));
+        command.arg(format!("--max-block-duration={}", duration_text(d)));
     }
     let out = command
         .arg(input)
@@ -471,72 +322,6 @@ pub fn repo_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").join(relative)
 }
 
-/// Rewrites the value of every `interval:` key (a rule group's evaluation interval) to
-/// `interval`, keeping indentation. Rule expressions are left alone.
-pub fn rewrite_rule_intervals(text: &str, interval: Duration) -> String {
-    let value = prom_duration(interval);
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        let trimmed = line.trim_start();
-        let body = trimmed.strip_prefix("- ").unwrap_or(trimmed);
-        if body.starts_with("interval:") {
-            let key_at = line.len() - body.len();
-            let _ = writeln!(out, "{}interval: {value}", &line[..key_at]);
-        } else {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-fn prom_duration(d: Duration) -> String {
-    let ms = d.as_millis().max(1);
-    if ms.is_multiple_of(1000) { format!("{}s", ms / 1000) } else { format!("{ms}ms") }
-}
-
-fn render_config(config: &PrometheusConfig, rule_paths: &[PathBuf]) -> String {
-    let mut yaml = String::new();
-    let _ = writeln!(
-        yaml,
-        "global:\n  scrape_interval: {s}\n  scrape_timeout: {s}\n  evaluation_interval: {e}",
-        s = prom_duration(config.scrape_interval),
-        e = prom_duration(config.evaluation_interval),
-    );
-    if !rule_paths.is_empty() {
-        yaml.push_str("rule_files:\n");
-        for p in rule_paths {
-            let _ = writeln!(yaml, "  - '{}'", p.display());
-        }
-    }
-    if config.scrape_configs.trim().is_empty() {
-        yaml.push_str("scrape_configs: []\n");
-    } else {
-        yaml.push_str("scrape_configs:\n");
-        yaml.push_str(&config.scrape_configs);
-        if !config.scrape_configs.ends_with('\n') {
-            yaml.push('\n');
-        }
-    }
-    yaml
-}
-
-fn free_loopback_addr() -> Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(listener.local_addr()?)
-}
-
-fn tail(path: &Path, max_bytes: u64) -> String {
-    let Ok(mut f) = File::open(path) else {
-        return String::from("(no log)");
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = f.seek(SeekFrom::Start(len.saturating_sub(max_bytes)));
-    let mut buf = Vec::new();
-    let _ = f.read_to_end(&mut buf);
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
 /// A fake node-exporter serving `nodes` (steady at their levels) and a Prometheus scraping it
 /// with the shipped recording rules and `history` of backfilled samples, so rates and
 /// subqueries have full windows at once.
@@ -561,20 +346,4 @@ pub async fn exporter_with_shipped_rules(
     )
     .await?;
     Ok((exporter, prom))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn intervals_are_rewritten_and_exprs_kept() {
-        let src = "groups:\n  - name: a\n    interval: 30s\n    rules:\n      - record: x\n        expr: rate(y[5m])\n  - interval: 5m\n    name: b\n";
-        let out = rewrite_rule_intervals(src, Duration::from_secs(1));
-        assert_eq!(
-            out,
-            "groups:\n  - name: a\n    interval: 1s\n    rules:\n      - record: x\n        expr: rate(y[5m])\n  - interval: 1s\n    name: b\n"
-        );
-        assert_eq!(prom_duration(Duration::from_millis(250)), "250ms");
-    }
 }

@@ -14,6 +14,10 @@
 //! - vmalert runs the rule files with `-datasource.url` and `-remoteWrite.url` both at the
 //!   server, every group's `interval:` rewritten (1 s by default).
 //!
+//! It takes the configuration Prometheus takes ([`BackendConfig`]) and implements the same
+//! [`MetricsBackend`] trait, so a test written against the trait runs on either store;
+//! [`VictoriaOptions`] holds the two knobs only this backend has.
+//!
 //! Fresh samples are visible at once: `-search.latencyOffset=0s` (the default 30 s would move
 //! every instant query at "now" 30 s into the past), `-search.disableCache`, and a task that
 //! calls `/internal/force_flush` every [`VictoriaConfig::flush_every`]. Without that task a
@@ -25,7 +29,7 @@
 //! ```ignore
 //! let exporter = FakeExporter::start(nodes).await?;
 //! let vm = VictoriaMetrics::start(
-//!     VictoriaConfig::new(exporter.scrape_configs())
+//!     BackendConfig::new(exporter.scrape_configs())
 //!         .rule_file(repo_path("deploy/prometheus/rules.yml"))
 //!         .backfill(history),
 //! ).await?;
@@ -33,169 +37,36 @@
 //! ```
 
 use std::fmt::Write as _;
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom};
-use std::net::{SocketAddr, TcpListener};
+use std::fs;
+use std::future::Future;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 
-use crate::exporter::wall_now;
-use crate::prometheus::{Sample, instant_query, rewrite_rule_intervals};
+use crate::backend::{
+    BackendConfig, MetricsBackend, Sample, Server, copy_rule_files, duration_text, instant_query,
+};
 
 /// The single-node server (Debian package `victoria-metrics`).
 pub const VICTORIA_METRICS_BIN: &str = "/usr/bin/victoria-metrics";
 /// The rule evaluator, from the same package.
 pub const VMALERT_BIN: &str = "/usr/bin/vmalert";
 
-/// What to run VictoriaMetrics (and vmalert) with.
+/// What only VictoriaMetrics is started with, besides the [`BackendConfig`].
 #[derive(Clone, Debug)]
-pub struct VictoriaConfig {
-    /// Entries of `scrape_configs:` as a YAML block sequence at column 0; empty: no scraping.
-    pub scrape_configs: String,
-    /// Rule files for vmalert; each is copied into the temporary directory, with every
-    /// group's `interval:` rewritten to `rule_interval` when that is set. Empty: no vmalert.
-    pub rule_files: Vec<PathBuf>,
-    /// `global.scrape_interval` (and `scrape_timeout`) of the scrape config. Default 1 s.
-    pub scrape_interval: Duration,
-    /// vmalert's `-evaluationInterval`, and the interval forced on every rule group when
-    /// `rule_interval` is set. Default 1 s.
-    pub evaluation_interval: Duration,
-    /// Interval forced on every group of the copied rule files. Default `Some(1 s)`.
-    pub rule_interval: Option<Duration>,
-    /// OpenMetrics texts (timestamps in seconds, ending in `# EOF`) imported after the start,
-    /// before vmalert starts.
-    pub backfill: Vec<String>,
-    /// More flags for the server.
-    pub extra_args: Vec<String>,
+pub struct VictoriaOptions {
     /// More flags for vmalert.
     pub vmalert_args: Vec<String>,
-    /// How long to wait for each process's `/health`. Default 30 s.
-    pub ready_timeout: Duration,
     /// How often `/internal/force_flush` is called while the server runs (see the module
     /// doc). Default `Some(500 ms)`; `None`: never, VictoriaMetrics' own timing.
     pub flush_every: Option<Duration>,
 }
 
-impl Default for VictoriaConfig {
+impl Default for VictoriaOptions {
     fn default() -> Self {
-        VictoriaConfig {
-            scrape_configs: String::new(),
-            rule_files: Vec::new(),
-            scrape_interval: Duration::from_secs(1),
-            evaluation_interval: Duration::from_secs(1),
-            rule_interval: Some(Duration::from_secs(1)),
-            backfill: Vec::new(),
-            extra_args: Vec::new(),
-            vmalert_args: Vec::new(),
-            ready_timeout: Duration::from_secs(30),
-            flush_every: Some(Duration::from_millis(500)),
-        }
-    }
-}
-
-impl VictoriaConfig {
-    pub fn new(scrape_configs: impl Into<String>) -> Self {
-        VictoriaConfig { scrape_configs: scrape_configs.into(), ..Default::default() }
-    }
-
-    pub fn rule_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.rule_files.push(path.into());
-        self
-    }
-
-    pub fn backfill(mut self, openmetrics: impl Into<String>) -> Self {
-        self.backfill.push(openmetrics.into());
-        self
-    }
-
-    pub fn arg(mut self, arg: impl Into<String>) -> Self {
-        self.extra_args.push(arg.into());
-        self
-    }
-
-    pub fn vmalert_arg(mut self, arg: impl Into<String>) -> Self {
-        self.vmalert_args.push(arg.into());
-        self
-    }
-}
-
-/// One child process with its log file.
-struct Proc {
-    name: &'static str,
-    child: Option<Child>,
-    addr: SocketAddr,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn spawn(name: &'static str, bin: &str, args: &[String], dir: &Path) -> Result<Proc> {
-        let addr = free_loopback_addr()?;
-        let log = dir.join(format!("{name}.log"));
-        let out = OpenOptions::new().create(true).append(true).open(&log)?;
-        let child = Command::new(bin)
-            .arg(format!("-httpListenAddr={addr}"))
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("spawning {bin}"))?;
-        Ok(Proc { name, child: Some(child), addr, log })
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Waits for `GET /health` to answer 200; fails at once when the process exits first.
-    async fn wait_healthy(&mut self, http: &reqwest::Client, timeout: Duration) -> Result<()> {
-        let deadline = wall_now() + timeout;
-        let url = format!("{}/health", self.url());
-        loop {
-            if let Some(child) = &mut self.child
-                && let Some(status) = child.try_wait()?
-            {
-                self.child = None;
-                bail!(
-                    "{} exited during start-up ({status}); log tail:\n{}",
-                    self.name,
-                    tail(&self.log, 4096)
-                );
-            }
-            if let Ok(resp) = http.get(&url).send().await
-                && resp.status().is_success()
-            {
-                return Ok(());
-            }
-            if wall_now() >= deadline {
-                let log = tail(&self.log, 4096);
-                self.stop();
-                bail!(
-                    "{} on {} not healthy within {timeout:?}; log tail:\n{log}",
-                    self.name,
-                    self.addr
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn is_running(&mut self) -> bool {
-        match &mut self.child {
-            Some(child) => matches!(child.try_wait(), Ok(None)),
-            None => false,
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        VictoriaOptions { vmalert_args: Vec::new(), flush_every: Some(Duration::from_millis(500)) }
     }
 }
 
@@ -203,17 +74,23 @@ impl Proc {
 /// kills both and removes the directory.
 pub struct VictoriaMetrics {
     // Declared first so the processes die before their directory goes.
-    server: Proc,
-    vmalert: Option<Proc>,
+    server: Server,
+    vmalert: Option<Server>,
     flusher: Option<tokio::task::JoinHandle<()>>,
     dir: tempfile::TempDir,
+    config: BackendConfig,
+    options: VictoriaOptions,
     http: reqwest::Client,
 }
 
 impl VictoriaMetrics {
     /// Writes the scrape configuration, starts the server, imports the history, starts
-    /// vmalert on the rule files, and waits until each is healthy.
-    pub async fn start(config: VictoriaConfig) -> Result<VictoriaMetrics> {
+    /// vmalert on the rule files, and waits until each is healthy; with this backend's own
+    /// options ([`MetricsBackend::start`] takes the defaults).
+    pub async fn start_with(
+        config: BackendConfig,
+        options: VictoriaOptions,
+    ) -> Result<VictoriaMetrics> {
         let mut bins = vec![VICTORIA_METRICS_BIN];
         if !config.rule_files.is_empty() {
             bins.push(VMALERT_BIN);
@@ -238,16 +115,55 @@ impl VictoriaMetrics {
         ];
         if !config.scrape_configs.trim().is_empty() {
             let path = dir.path().join("promscrape.yml");
-            fs::write(&path, render_scrape_config(&config))?;
+            // No evaluation_interval and no rule_files here: vmalert evaluates the rules,
+            // and the scrape config's parser refuses keys it does not know.
+            fs::write(&path, config.scrape_yaml("", ""))?;
             args.push(format!("-promscrape.config={}", path.display()));
         }
         args.extend(config.extra_args.iter().cloned());
-
+        let server =
+            Server::new("victoria-metrics", VICTORIA_METRICS_BIN, dir.path(), "/health", |addr| {
+                [vec![format!("-httpListenAddr={addr}")], args].concat()
+            })?;
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
-        let mut server = Proc::spawn("victoria-metrics", VICTORIA_METRICS_BIN, &args, dir.path())?;
-        server.wait_healthy(&http, config.ready_timeout).await?;
-        let flusher = config.flush_every.map(|every| {
-            let (http, url) = (http.clone(), format!("{}/internal/force_flush", server.url()));
+        let mut vm =
+            VictoriaMetrics { server, vmalert: None, flusher: None, dir, config, options, http };
+        vm.launch_server().await?;
+
+        for text in &vm.config.backfill {
+            vm.import_openmetrics(text).await?;
+        }
+
+        if !vm.config.rule_files.is_empty() {
+            let rules = vm.dir.path().join("rules");
+            copy_rule_files(&vm.config.rule_files, vm.config.rule_interval, &rules)?;
+            let url = vm.url();
+            let mut vmalert_args = vec![
+                // Every file of the directory, so reload_rules may change how many there are.
+                format!("-rule={}/*", rules.display()),
+                format!("-datasource.url={url}"),
+                format!("-remoteWrite.url={url}"),
+                // The default 5 s would hold every recorded sample back that long.
+                "-remoteWrite.flushInterval=200ms".to_string(),
+                format!("-evaluationInterval={}", duration_text(vm.config.evaluation_interval)),
+                "-loggerLevel=INFO".to_string(),
+            ];
+            vmalert_args.extend(vm.options.vmalert_args.iter().cloned());
+            let mut vmalert =
+                Server::new("vmalert", VMALERT_BIN, vm.dir.path(), "/health", |addr| {
+                    [vec![format!("-httpListenAddr={addr}")], vmalert_args].concat()
+                })?;
+            vmalert.launch(&vm.http, vm.config.ready_timeout).await?;
+            vm.vmalert = Some(vmalert);
+        }
+        Ok(vm)
+    }
+
+    /// Starts the server, waits until it is healthy, and starts the flushing task.
+    async fn launch_server(&mut self) -> Result<()> {
+        self.server.launch(&self.http, self.config.ready_timeout).await?;
+        self.flusher = self.options.flush_every.map(|every| {
+            let (http, url) = (self.http.clone(), format!("{}/internal/force_flush", self.url()));
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
@@ -255,90 +171,16 @@ impl VictoriaMetrics {
                 }
             })
         });
-        let mut vm = VictoriaMetrics { server, vmalert: None, flusher, dir, http };
-
-        for text in &config.backfill {
-            vm.import_openmetrics(text).await?;
-        }
-
-        if !config.rule_files.is_empty() {
-            let mut vmalert_args = Vec::new();
-            for (i, src) in config.rule_files.iter().enumerate() {
-                let text = fs::read_to_string(src)
-                    .with_context(|| format!("reading rule file {}", src.display()))?;
-                let text = match config.rule_interval {
-                    Some(interval) => rewrite_rule_intervals(&text, interval),
-                    None => text,
-                };
-                let name = src
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "rules.yml".into());
-                let dst = vm.dir.path().join(format!("rules-{i}-{name}"));
-                fs::write(&dst, text)?;
-                vmalert_args.push(format!("-rule={}", dst.display()));
-            }
-            let url = vm.url();
-            vmalert_args.extend([
-                format!("-datasource.url={url}"),
-                format!("-remoteWrite.url={url}"),
-                // The default 5 s would hold every recorded sample back that long.
-                "-remoteWrite.flushInterval=200ms".to_string(),
-                format!("-evaluationInterval={}", go_duration(config.evaluation_interval)),
-                "-loggerLevel=INFO".to_string(),
-            ]);
-            vmalert_args.extend(config.vmalert_args.iter().cloned());
-            let mut vmalert = Proc::spawn("vmalert", VMALERT_BIN, &vmalert_args, vm.dir.path())?;
-            vmalert.wait_healthy(&vm.http, config.ready_timeout).await?;
-            vm.vmalert = Some(vmalert);
-        }
-        Ok(vm)
-    }
-
-    /// `http://127.0.0.1:<port>`: the Prometheus-compatible API (`/api/v1/query`) is at the
-    /// root of a single-node server.
-    pub fn url(&self) -> String {
-        self.server.url()
+        Ok(())
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.server.addr
+        self.server.addr()
     }
 
     /// vmalert's `http://127.0.0.1:<port>`, when it runs.
     pub fn vmalert_url(&self) -> Option<String> {
-        self.vmalert.as_ref().map(Proc::url)
-    }
-
-    /// `-storageDataPath`.
-    pub fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
-
-    /// The last `max_bytes` of the server's log and of vmalert's.
-    pub fn log_tail(&self, max_bytes: u64) -> String {
-        let mut out = format!("--- victoria-metrics ---\n{}", tail(&self.server.log, max_bytes));
-        if let Some(vmalert) = &self.vmalert {
-            let _ = write!(out, "\n--- vmalert ---\n{}", tail(&vmalert.log, max_bytes));
-        }
-        out
-    }
-
-    /// Whether the server and vmalert (when started) are both running.
-    pub fn is_running(&mut self) -> bool {
-        self.server.is_running() && self.vmalert.as_mut().is_none_or(Proc::is_running)
-    }
-
-    /// Kills vmalert and the server (SIGKILL), vmalert first so that it does not log
-    /// failed remote writes, and ends the flushing task.
-    pub fn stop(&mut self) {
-        if let Some(vmalert) = &mut self.vmalert {
-            vmalert.stop();
-        }
-        self.server.stop();
-        if let Some(flusher) = self.flusher.take() {
-            flusher.abort();
-        }
+        self.vmalert.as_ref().map(Server::url)
     }
 
     /// Imports OpenMetrics text with timestamps in seconds (as
@@ -371,16 +213,87 @@ impl VictoriaMetrics {
         ensure!(resp.status().is_success(), "force_flush: HTTP {}", resp.status());
         Ok(())
     }
+}
+
+impl MetricsBackend for VictoriaMetrics {
+    const NAME: &'static str = "victoria-metrics";
+
+    fn start(config: BackendConfig) -> impl Future<Output = Result<Self>> + Send {
+        VictoriaMetrics::start_with(config, VictoriaOptions::default())
+    }
+
+    /// `http://127.0.0.1:<port>`: the Prometheus-compatible API (`/api/v1/query`) is at the
+    /// root of a single-node server.
+    fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// `-storageDataPath`.
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The last `max_bytes` of the server's log and of vmalert's.
+    fn log_tail(&self, max_bytes: u64) -> String {
+        let mut out = format!("--- victoria-metrics ---\n{}", self.server.log_tail(max_bytes));
+        if let Some(vmalert) = &self.vmalert {
+            let _ = write!(out, "\n--- vmalert ---\n{}", vmalert.log_tail(max_bytes));
+        }
+        out
+    }
+
+    /// Whether the server and vmalert (when started) are both running.
+    fn is_running(&mut self) -> bool {
+        self.server.is_running() && self.vmalert.as_mut().is_none_or(Server::is_running)
+    }
+
+    /// Kills vmalert and the server (SIGKILL), vmalert first so that it does not log
+    /// failed remote writes, and ends the flushing task. The data directory stays.
+    fn stop(&mut self) -> Result<()> {
+        if let Some(vmalert) = &mut self.vmalert {
+            vmalert.stop()?;
+        }
+        if let Some(flusher) = self.flusher.take() {
+            flusher.abort();
+        }
+        self.server.stop()
+    }
+
+    /// Stops what runs, then starts the server and vmalert again on the same ports and
+    /// data directory (the history imported at the start is in it) and waits until both
+    /// are healthy.
+    async fn restart(&mut self) -> Result<()> {
+        self.stop()?;
+        self.launch_server().await?;
+        if let Some(vmalert) = &mut self.vmalert {
+            vmalert.launch(&self.http, self.config.ready_timeout).await?;
+        }
+        Ok(())
+    }
+
+    /// Replaces vmalert's rule files (copied and rewritten as at the start) and asks it to
+    /// re-read them (`/-/reload`, which only signals: the reload happens in the background).
+    /// Needs a VictoriaMetrics started with rule files, since only then does vmalert run.
+    async fn reload_rules(&mut self, rule_files: &[PathBuf]) -> Result<()> {
+        let Some(vmalert) = &self.vmalert else {
+            bail!("no vmalert runs: start VictoriaMetrics with rule files to reload them");
+        };
+        copy_rule_files(rule_files, self.config.rule_interval, &self.dir.path().join("rules"))?;
+        self.config.rule_files = rule_files.to_vec();
+        let resp = self.http.get(format!("{}/-/reload", vmalert.url())).send().await?;
+        ensure!(resp.status().is_success(), "vmalert /-/reload: HTTP {}", resp.status());
+        Ok(())
+    }
 
     /// Instant query at the server's "now".
-    pub async fn query(&self, query: &str) -> Result<Vec<Sample>> {
+    async fn query(&self, query: &str) -> Result<Vec<Sample>> {
         instant_query(&self.http, &self.url(), query, None).await
     }
 }
 
 impl Drop for VictoriaMetrics {
     fn drop(&mut self) {
-        self.stop();
+        let _ = self.stop();
     }
 }
 
@@ -418,42 +331,6 @@ pub fn openmetrics_to_prometheus_ms(text: &str) -> Result<String> {
     Ok(out)
 }
 
-/// A Go duration: `1s`, `250ms`.
-fn go_duration(d: Duration) -> String {
-    let ms = d.as_millis().max(1);
-    if ms.is_multiple_of(1000) { format!("{}s", ms / 1000) } else { format!("{ms}ms") }
-}
-
-fn render_scrape_config(config: &VictoriaConfig) -> String {
-    let mut yaml = String::new();
-    let _ = writeln!(
-        yaml,
-        "global:\n  scrape_interval: {s}\n  scrape_timeout: {s}\nscrape_configs:",
-        s = go_duration(config.scrape_interval),
-    );
-    yaml.push_str(&config.scrape_configs);
-    if !config.scrape_configs.ends_with('\n') {
-        yaml.push('\n');
-    }
-    yaml
-}
-
-fn free_loopback_addr() -> Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(listener.local_addr()?)
-}
-
-fn tail(path: &Path, max_bytes: u64) -> String {
-    let Ok(mut f) = File::open(path) else {
-        return String::from("(no log)");
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = f.seek(SeekFrom::Start(len.saturating_sub(max_bytes)));
-    let mut buf = Vec::new();
-    let _ = f.read_to_end(&mut buf);
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,6 +343,5 @@ mod tests {
             "x_total{a=\"b c\",d=\"e\"} 1.5 1800000000250\ny 3\n"
         );
         assert!(openmetrics_to_prometheus_ms("x 1 2 3\n").is_err());
-        assert_eq!(go_duration(Duration::from_millis(200)), "200ms");
     }
 }

@@ -8,14 +8,16 @@
 //! 5 m recording rules as the node usage. The history has gaps on purpose: a node without
 //! allocatable, a node without a memory series, a pod without any cAdvisor series, a pod
 //! that never got a node. Round trip: the scenario written has the right nodes, pods,
-//! requests, limits, times and usage within tolerance, and the simulator replays it.
+//! requests, limits, times and usage within tolerance, and the simulator replays it. And a
+//! failed import says which query failed and why, in words a user can act on.
 
 use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, ensure};
-use waterline_sim::import::{Window, assemble, fetch, to_yaml, usage_queries};
+use waterline_sim::import::{ImportError, Window, assemble, fetch, to_yaml, usage_queries};
 use waterline_sim::scenario::{PodSpec, Scenario, parse_scenario};
+use waterline_tests::bad_http::{BadHttp, Reply, Rule};
 use waterline_tests::prometheus::{Prometheus, PrometheusConfig};
 
 const GI: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -371,5 +373,70 @@ async fn an_imported_hour_round_trips() -> Result<()> {
     for st in &summary.strategies {
         assert_eq!((st.pods_arrived, st.pods_placed), (4, 3), "{}", st.strategy);
     }
+    Ok(())
+}
+
+/// `fetch` against `url` for the last hour, with `usage` as the node usage queries; the
+/// error it ends with.
+async fn fetch_error(url: String, usage: (&str, &str)) -> Result<ImportError> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() as f64;
+    let window = Window { from: now - 3600.0, to: now, step: 60.0 };
+    let queries = (usage.0.to_owned(), usage.1.to_owned(), vec!["node".to_owned()]);
+    match tokio::task::spawn_blocking(move || fetch(&url, &window, &queries)).await? {
+        Ok(f) => anyhow::bail!("fetch succeeded: {f:?}"),
+        Err(e) => Ok(e),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_import_names_the_query_and_why() -> Result<()> {
+    let prom = Prometheus::start(PrometheusConfig::new("")).await?;
+    let (cpu, memory) = ("waterline:node_cpu_usage:avg5m", "waterline:node_memory_usage:avg5m");
+
+    // Prometheus' own refusal, as it words it.
+    let e = fetch_error(prom.url(), ("rate(", memory)).await?;
+    let text = e.to_string();
+    ensure!(
+        text.starts_with("rate(: Prometheus answered bad_data: ") && text.contains("parse error"),
+        "{text}"
+    );
+
+    // Through a proxy: a login page instead of the API's JSON, and an execution error.
+    let proxy = BadHttp::start(Some(prom.url())).await?;
+    proxy.set_rules(vec![Rule::new("kube_pod_info", Reply::html())]);
+    let text = fetch_error(proxy.url(), (cpu, memory)).await?.to_string();
+    ensure!(
+        text.starts_with("kube_pod_info: ")
+            && text.contains("not an answer of the Prometheus HTTP API")
+            && text.contains(&proxy.url()),
+        "{text}"
+    );
+    let refusal = r#"{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory"}"#;
+    proxy.set_rules(vec![Rule::new(
+        "kube_pod_created",
+        Reply::Fixed { status: 422, content_type: "application/json".into(), body: refusal.into() },
+    )]);
+    let text = fetch_error(proxy.url(), (cpu, memory)).await?.to_string();
+    ensure!(
+        text == "max_over_time(kube_pod_created[3600s]): Prometheus answered execution: query processing would load too many samples into memory",
+        "{text}"
+    );
+
+    // Nothing listening: the first query, and the cause under the client's own words.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        format!("http://{}", l.local_addr()?)
+    };
+    let text = fetch_error(closed, (cpu, memory)).await?.to_string();
+    ensure!(
+        text.starts_with(
+            r#"max_over_time(kube_node_status_allocatable{resource="cpu",unit="core"}[3600s]): "#
+        ) && text.contains("Connection refused"),
+        "{text}"
+    );
+
+    // No scheme: not a URL the client can build on.
+    let text = fetch_error("127.0.0.1:9090".into(), (cpu, memory)).await?.to_string();
+    ensure!(text.starts_with("Prometheus at 127.0.0.1:9090: "), "{text}");
     Ok(())
 }

@@ -72,11 +72,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, ensure};
 use waterline_api::v1 as pb;
+use waterline_tests::backend::{BackendConfig, MetricsBackend};
 use waterline_tests::bad_http::BadHttp;
 use waterline_tests::exporter::{FakeExporter, FakeNode, NodeLoad, openmetrics_history, wall_now};
 use waterline_tests::procs::{Service, write_file};
 use waterline_tests::prometheus::{repo_path, value_for, wait_until};
-use waterline_tests::victoria::{VictoriaConfig, VictoriaMetrics};
+use waterline_tests::victoria::VictoriaMetrics;
 
 const CPU_5M: &str = "waterline:node_cpu_usage:avg5m";
 const MEM_5M: &str = "waterline:node_memory_usage:avg5m";
@@ -105,7 +106,7 @@ fn policy(metrics: &[(&str, &str)], period: &str) -> String {
 }
 
 async fn victoria_for(exporter: &FakeExporter, history: Option<String>) -> Result<VictoriaMetrics> {
-    let mut config = VictoriaConfig::new(exporter.scrape_configs())
+    let mut config = BackendConfig::new(exporter.scrape_configs())
         .rule_file(repo_path("deploy/prometheus/rules.yml"));
     if let Some(h) = history {
         config = config.backfill(h);

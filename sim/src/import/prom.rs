@@ -3,11 +3,16 @@
 //! end give one value per series that existed in it (allocatable, creation and deletion
 //! times, requests, limits); range queries give the time series (node usage, pods' usage,
 //! and `kube_pod_info` for when each pod was seen and where).
+//!
+//! The requests and their answers are `prometheus-http-query`'s (the collector's client
+//! too), on a current-thread runtime of the import's own: `fetch` stays a plain blocking
+//! call for the CLI. That client takes times in whole seconds, so the window is read from
+//! its first whole second to its last.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use serde_json::Value;
+use prometheus_http_query::response::Data;
 
 use super::{ImportError, Window};
 
@@ -60,90 +65,120 @@ pub struct Fetched {
 /// container, which would count the pod twice.
 const CONTAINERS: &str = r#"container!="",container!="POD""#;
 
+/// Bound on one query, connection included: a range query over days of pods takes a while.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
 struct Client {
-    http: reqwest::blocking::Client,
-    base: String,
+    url: String,
+    prom: prometheus_http_query::Client,
+    runtime: tokio::runtime::Runtime,
+    /// The window in whole seconds, inside `Window`'s bounds.
+    start: i64,
+    end: i64,
+    step: f64,
 }
 
 fn query_error(query: &str, why: impl std::fmt::Display) -> ImportError {
     ImportError::Query { query: query.to_owned(), why: why.to_string() }
 }
 
-impl Client {
-    fn get(
-        &self,
-        api: &str,
-        query: &str,
-        params: &[(&str, String)],
-    ) -> Result<Vec<Value>, ImportError> {
-        let mut all: Vec<(&str, String)> = vec![("query", query.to_owned())];
-        all.extend(params.iter().cloned());
-        let response = self
-            .http
-            .get(format!("{}/api/v1/{api}", self.base))
-            .query(&all)
-            .send()
-            .map_err(|e| query_error(query, e))?;
-        let status = response.status();
-        let body: Value =
-            response.json().map_err(|e| query_error(query, format!("HTTP {status}: {e}")))?;
-        if body["status"] != "success" {
-            return Err(query_error(query, format!("HTTP {status}: {}", body["error"])));
+/// The whole chain of an error, `outer: inner: root` (anyhow's alternate form): the
+/// client's own message ("failed to send request to server") hides the cause (connection
+/// refused, an unknown certificate, …).
+fn chain(error: impl std::error::Error + Send + Sync + 'static) -> String {
+    format!("{:#}", anyhow::Error::new(error))
+}
+
+/// Why a query to `url` failed: Prometheus' own error type and message; an answer that is
+/// not the API's JSON (the client found no transport error: a proxy's login page, a wrong
+/// URL); or the transport's whole chain.
+fn failure(query: &str, url: &str, error: prometheus_http_query::Error) -> ImportError {
+    use prometheus_http_query::Error;
+    match error {
+        Error::Prometheus(e) => {
+            query_error(query, format!("Prometheus answered {}: {}", e.error_type(), e.message()))
         }
-        Ok(body["data"]["result"].as_array().cloned().unwrap_or_default())
-    }
-
-    /// `(labels, value)` of an instant query at `at`.
-    fn instant(&self, query: &str, at: f64) -> Result<Vec<(Labels, f64)>, ImportError> {
-        self.get("query", query, &[("time", format!("{at:.3}"))])?
-            .iter()
-            .map(|r| Ok((labels(r), number(&r["value"][1]).map_err(|e| query_error(query, e))?)))
-            .collect()
-    }
-
-    /// `(labels, points)` of a range query over the window.
-    fn range(&self, query: &str, w: &Window) -> Result<Vec<(Labels, Points)>, ImportError> {
-        let params = [
-            ("start", format!("{:.3}", w.from)),
-            ("end", format!("{:.3}", w.to)),
-            ("step", format!("{}", w.step)),
-        ];
-        self.get("query_range", query, &params)?
-            .iter()
-            .map(|r| {
-                let points = r["values"]
-                    .as_array()
-                    .map(|v| {
-                        v.iter()
-                            .map(|p| Ok((p[0].as_f64().unwrap_or(0.0), number(&p[1])?)))
-                            .collect::<Result<Vec<_>, String>>()
-                    })
-                    .transpose()
-                    .map_err(|e| query_error(query, e))?
-                    .unwrap_or_default();
-                Ok((labels(r), points.into_iter().filter(|p| p.1.is_finite()).collect()))
-            })
-            .collect()
+        Error::Client(c) if c.inner().is_none() => query_error(
+            query,
+            format!("{c}: not an answer of the Prometheus HTTP API (is {url} a Prometheus?)"),
+        ),
+        other => query_error(query, chain(other)),
     }
 }
 
-fn labels(result: &Value) -> BTreeMap<String, String> {
-    result["metric"]
-        .as_object()
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_owned())).collect())
-        .unwrap_or_default()
+fn labels(metric: &HashMap<String, String>) -> Labels {
+    metric.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
-fn number(v: &Value) -> Result<f64, String> {
-    let text = v.as_str().ok_or_else(|| format!("sample value {v} is not a string"))?;
-    match text {
-        "+Inf" => Ok(f64::INFINITY),
-        "-Inf" => Ok(f64::NEG_INFINITY),
-        _ => text.parse().map_err(|_| format!("sample value {text:?} is not a number")),
+impl Client {
+    fn new(url: &str, w: &Window) -> Result<Client, ImportError> {
+        let http = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .build()
+            .map_err(|e| ImportError::Client { url: url.to_owned(), why: chain(e) })?;
+        let prom = prometheus_http_query::Client::from(http, url.trim_end_matches('/'))
+            .map_err(|e| ImportError::Client { url: url.to_owned(), why: chain(e) })?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ImportError::Client { url: url.to_owned(), why: e.to_string() })?;
+        // Inwards, so every point is inside the window the scenario describes.
+        let (start, end) = (w.from.ceil() as i64, w.to.floor() as i64);
+        Ok(Client { url: url.to_owned(), prom, runtime, start, end, step: w.step })
+    }
+
+    /// `(labels, value)` of an instant query at the window's end.
+    fn instant(&self, query: &str) -> Result<Vec<(Labels, f64)>, ImportError> {
+        let answer = self
+            .runtime
+            .block_on(self.prom.query(query).at(self.end).get())
+            .map_err(|e| failure(query, &self.url, e))?;
+        match answer.data() {
+            Data::Vector(rows) => {
+                Ok(rows.iter().map(|r| (labels(r.metric()), r.sample().value())).collect())
+            }
+            other => {
+                Err(query_error(query, format!("expected an instant vector, got {}", kind(other))))
+            }
+        }
+    }
+
+    /// `(labels, points)` of a range query over the window; points that are not finite
+    /// (NaN, ±Inf) are left out.
+    fn range(&self, query: &str) -> Result<Vec<(Labels, Points)>, ImportError> {
+        let answer = self
+            .runtime
+            .block_on(self.prom.query_range(query, self.start, self.end, self.step).get())
+            .map_err(|e| failure(query, &self.url, e))?;
+        match answer.data() {
+            Data::Matrix(series) => Ok(series
+                .iter()
+                .map(|s| {
+                    let points = s
+                        .samples()
+                        .iter()
+                        .map(|p| (p.timestamp(), p.value()))
+                        .filter(|p| p.1.is_finite())
+                        .collect();
+                    (labels(s.metric()), points)
+                })
+                .collect()),
+            other => {
+                Err(query_error(query, format!("expected a range vector, got {}", kind(other))))
+            }
+        }
     }
 }
 
-fn pod_key(l: &BTreeMap<String, String>) -> Option<Key> {
+fn kind(data: &Data) -> &'static str {
+    match data {
+        Data::Vector(_) => "an instant vector",
+        Data::Matrix(_) => "a range vector",
+        Data::Scalar(_) => "a scalar",
+    }
+}
+
+fn pod_key(l: &Labels) -> Option<Key> {
     Some((l.get("namespace")?.clone(), l.get("pod")?.clone()))
 }
 
@@ -153,14 +188,8 @@ pub fn fetch(
     w: &Window,
     usage: &(String, String, Vec<String>),
 ) -> Result<Fetched, ImportError> {
-    let client = Client {
-        http: reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .build()
-            .map_err(|e| query_error("(client)", e))?,
-        base: url.trim_end_matches('/').to_owned(),
-    };
-    let span = format!("{}s", (w.to - w.from).ceil() as i64);
+    let client = Client::new(url, w)?;
+    let span = format!("{}s", client.end - client.start);
     let over = |metric: &str| format!("max_over_time({metric}[{span}])");
     let node_of = |l: &BTreeMap<String, String>| usage.2.iter().find_map(|k| l.get(k).cloned());
     let mut f = Fetched::default();
@@ -171,20 +200,20 @@ pub fn fetch(
         let q = over(&format!(
             r#"kube_node_status_allocatable{{resource="{resource}",unit="{unit}"}}"#
         ));
-        for (l, v) in client.instant(&q, w.to)? {
+        for (l, v) in client.instant(&q)? {
             if let Some(node) = l.get("node") {
                 into.insert(node.clone(), v);
             }
         }
     }
     for (query, into) in [(&usage.0, &mut f.node_cpu), (&usage.1, &mut f.node_memory)] {
-        for (l, points) in client.range(query, w)? {
+        for (l, points) in client.range(query)? {
             if let Some(node) = node_of(&l) {
                 into.entry(node).or_default().extend(points);
             }
         }
     }
-    for (l, points) in client.range("kube_pod_info", w)? {
+    for (l, points) in client.range("kube_pod_info")? {
         let (Some((namespace, pod)), Some(first), Some(last)) =
             (pod_key(&l), points.first(), points.last())
         else {
@@ -202,7 +231,7 @@ pub fn fetch(
     for (metric, into) in
         [("kube_pod_created", &mut f.created), ("kube_pod_deletion_timestamp", &mut f.deleted)]
     {
-        for (l, v) in client.instant(&over(metric), w.to)? {
+        for (l, v) in client.instant(&over(metric))? {
             if let Some(key) = pod_key(&l) {
                 into.insert(key, v);
             }
@@ -212,7 +241,7 @@ pub fn fetch(
         ("kube_pod_container_resource_requests", &mut f.requests),
         ("kube_pod_container_resource_limits", &mut f.limits),
     ] {
-        for (l, value) in client.instant(&over(metric), w.to)? {
+        for (l, value) in client.instant(&over(metric))? {
             let get = |k: &str| l.get(k).cloned().unwrap_or_default();
             into.push(ResourceRow {
                 namespace: get("namespace"),
@@ -230,7 +259,7 @@ pub fn fetch(
     let memory =
         format!("sum by (namespace, pod) (container_memory_working_set_bytes{{{CONTAINERS}}})");
     for (query, into) in [(&cpu, &mut f.pod_cpu), (&memory, &mut f.pod_memory)] {
-        for (l, points) in client.range(query, w)? {
+        for (l, points) in client.range(query)? {
             if let Some(key) = pod_key(&l) {
                 into.insert(key, points);
             }

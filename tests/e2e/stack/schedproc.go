@@ -1,11 +1,9 @@
-package e2e
+package stack
 
-// The pinned layout of TestThroughput (WATERLINE_E2E_TP_PIN=1): kube-scheduler
-// in a process of its own (the harness's `scheduler` subcommand, Waterline
-// plugin registered) on core 0, everything else — the API server and etcd of
-// this test process, the collector, scorer and extender it starts — on core 1.
-// A model of a real cluster, where the scheduler does not share its Go runtime
-// with the API server and the scorer runs elsewhere.
+// kube-scheduler in a process of its own (the harness binary's `scheduler` subcommand,
+// Waterline plugin registered) under `taskset`: TestThroughput's pinned layout, a model
+// of a real cluster, where the scheduler does not share its Go runtime with the API
+// server and the scorer runs elsewhere.
 
 import (
 	"bufio"
@@ -20,11 +18,9 @@ import (
 	"time"
 )
 
-func tpPinned() bool { return os.Getenv("WATERLINE_E2E_TP_PIN") == "1" }
-
-// pinProcess sets the CPU affinity of every thread of process pid (taskset -a):
+// PinProcess sets the CPU affinity of every thread of process pid (taskset -a):
 // threads and child processes created afterwards inherit it.
-func pinProcess(pid int, cpus string) error {
+func PinProcess(pid int, cpus string) error {
 	out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, strconv.Itoa(pid)).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("taskset -a -p -c %s %d: %v: %s", cpus, pid, err, out)
@@ -32,36 +28,34 @@ func pinProcess(pid int, cpus string) error {
 	return nil
 }
 
-// schedProcess is a kube-scheduler running as `waterline-e2e-cluster
-// scheduler` under `taskset -c CPUS`, serving its metrics on plain HTTP.
-type schedProcess struct {
+// SchedulerProcess is a kube-scheduler running as `waterline-e2e-cluster scheduler`
+// under `taskset -c CPUS`, serving its metrics on plain HTTP.
+type SchedulerProcess struct {
+	// Metrics is http://host:port/metrics.
+	Metrics string
 	cmd     *exec.Cmd
-	metrics string        // http://host:port/metrics
 	exited  chan struct{} // closed once the process has exited; err is its Wait error
 	err     error
 	once    sync.Once
 }
 
-// startSchedulerProcess starts spec's scheduler pinned to cpus and waits for
-// its READY line (informers synced).
-func (s *stack) startSchedulerProcess(spec schedSpec, cpus string) *schedProcess {
+// StartSchedulerProcess starts spec's scheduler pinned to cpus and waits for its READY
+// line (informers synced). It needs tests/e2e/bin/waterline-e2e-cluster (build.sh).
+func (s *Stack) StartSchedulerProcess(spec SchedulerSpec, cpus string) *SchedulerProcess {
 	s.t.Helper()
 	dir := s.t.TempDir()
 	path := filepath.Join(dir, "scheduler.yaml")
 	if err := os.WriteFile(path, []byte(spec.YAML()), 0o644); err != nil {
 		s.t.Fatal(err)
 	}
-	bin, err := filepath.Abs(filepath.Join("bin", "waterline-e2e-cluster"))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	addr := freeAddr(s.t)
+	bin := filepath.Join(RepoRoot(), "tests", "e2e", "bin", "waterline-e2e-cluster")
+	addr := FreeAddr(s.t)
 	logFile, err := os.Create(filepath.Join(dir, "scheduler.log"))
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	cmd := exec.Command("taskset", "-c", cpus, bin, "scheduler",
-		"--kubeconfig", s.cluster.KubeconfigPath, "--config", path, "--work-dir", dir,
+		"--kubeconfig", s.Cluster.KubeconfigPath, "--config", path, "--work-dir", dir,
 		"--metrics-addr", addr)
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
@@ -71,7 +65,7 @@ func (s *stack) startSchedulerProcess(spec schedSpec, cpus string) *schedProcess
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start %s scheduler (tests/e2e/build.sh builds it): %v", bin, err)
 	}
-	p := &schedProcess{cmd: cmd, metrics: "http://" + addr + "/metrics", exited: make(chan struct{})}
+	p := &SchedulerProcess{cmd: cmd, Metrics: "http://" + addr + "/metrics", exited: make(chan struct{})}
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -86,21 +80,21 @@ func (s *stack) startSchedulerProcess(spec schedSpec, cpus string) *schedProcess
 		logFile.Close()
 		close(p.exited)
 	}()
-	s.t.Cleanup(p.stop)
+	s.t.Cleanup(p.Stop)
 	select {
 	case <-ready:
 		return p
 	case <-p.exited:
 		s.t.Fatalf("scheduler process exited before READY: %v (log %s)", p.err, logFile.Name())
 	case <-time.After(2 * time.Minute):
-		p.stop()
+		p.Stop()
 		s.t.Fatalf("scheduler process not READY within 2 min (log %s)", logFile.Name())
 	}
 	return nil
 }
 
-// stop sends SIGTERM and waits (SIGKILL after 60 s); safe to call twice.
-func (p *schedProcess) stop() {
+// Stop sends SIGTERM and waits (SIGKILL after 60 s); safe to call twice.
+func (p *SchedulerProcess) Stop() {
 	if p == nil {
 		return
 	}
