@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use waterline_sim::report::{markdown, run_all};
 use waterline_sim::scenario::{SHIPPED, parse_scenario, shipped};
-use waterline_sim::strategy::{self, Strategy, Waterline};
+use waterline_sim::strategy::{self, Strategy};
 
 /// Placement-quality simulator: replays a cluster through waterline's engine and other
 /// strategies, judging placements by true usage.
@@ -126,7 +126,7 @@ fn strategies(args: &RunArgs) -> anyhow::Result<Vec<Box<dyn Strategy>>> {
         let policy = waterline_core::policy::parse_policy(&text)
             .with_context(|| format!("{}", file.display()))?;
         let label = file.file_stem().map_or("policy".into(), |s| s.to_string_lossy().into_owned());
-        list.push(Box::new(Waterline::new(&label, policy)?));
+        list.push(strategy::waterline_deployed(&label, policy)?);
     }
     let names: Vec<String> = if args.compare.is_empty() && args.policies.is_empty() {
         vec!["waterline".into(), "kube-default".into()]

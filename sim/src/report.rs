@@ -89,6 +89,12 @@ pub fn run_all(
         nodes: scenario.nodes.len(),
         pods: scenario.pods.len(),
         path: scenario.scheduler.path,
+        room: crate::measure::room_vs_demand(scenario),
+        timing_ms: crate::measure::Timing {
+            cycle: scenario.scheduler.cycle.0,
+            bind_delay: scenario.scheduler.bind_delay.0,
+            watch_lag: scenario.scheduler.watch_lag.0,
+        },
         strategies: results,
     };
     if let Some(dir) = out {

@@ -74,6 +74,9 @@ pub struct Pipeline {
     pub poll_override: Option<Millis>,
     /// Prometheus unreachable: no scrapes, no rule evaluations, failed polls.
     pub outages: Vec<(SimTime, SimTime)>,
+    /// koordlet writes no NodeMetric (the agent down, or cut off from the API server); it
+    /// has nothing to do with Prometheus.
+    pub koordlet_gaps: Vec<(SimTime, SimTime)>,
 }
 
 impl Default for Pipeline {
@@ -87,6 +90,7 @@ impl Default for Pipeline {
             delay: Millis(0),
             poll_override: None,
             outages: Vec::new(),
+            koordlet_gaps: Vec::new(),
         }
     }
 }
@@ -94,6 +98,10 @@ impl Default for Pipeline {
 impl Pipeline {
     pub fn down_at(&self, t: SimTime) -> bool {
         self.outages.iter().any(|&(from, to)| from <= t && t < to)
+    }
+
+    pub fn koordlet_down_at(&self, t: SimTime) -> bool {
+        self.koordlet_gaps.iter().any(|&(from, to)| from <= t && t < to)
     }
 }
 

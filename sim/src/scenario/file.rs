@@ -81,15 +81,21 @@ fn pod_object(
     memory: Option<ByteQuantity>,
     limits: Option<&LimitsFile>,
     owner_kind: Option<String>,
+    owner: Option<String>,
     labels: Option<BTreeMap<String, String>>,
 ) -> SimPod {
     let namespace = namespace.unwrap_or_else(|| "default".into());
+    let owner_kind = owner_kind.unwrap_or_else(|| "ReplicaSet".into());
+    // helper.DefaultSelector (kube-scheduler): Services, ReplicationControllers, ReplicaSets
+    // and StatefulSets select a pod for the default spread constraints; DaemonSets do not.
+    let spreads = ["ReplicaSet", "StatefulSet", "ReplicationController"].contains(&&*owner_kind);
     SimPod {
         uid: format!("{namespace}/{name}"),
+        controller: owner.filter(|_| spreads).map(|o| format!("{namespace}/{o}")),
         namespace,
         name,
         labels: labels.unwrap_or_default(),
-        owner_kind: owner_kind.unwrap_or_else(|| "ReplicaSet".into()),
+        owner_kind,
         requests: Resources::new(cpu.map_or(0, |c| c.0), memory.map_or(0, |b| b.0)),
         limits: Resources::new(
             limits.and_then(|l| l.cpu).map_or(0, |c| c.0),
@@ -120,7 +126,7 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
     if file.duration.0.0 <= 0 {
         return Err(at.error("duration", "must be longer than zero", "duration:"));
     }
-    let pipeline = pipeline(&at, file.pipeline.unwrap_or_default())?;
+    let pipeline = pipeline(&at, file.pipeline.unwrap_or_default(), file.koordlet)?;
     let scheduler = scheduler(&at, file.scheduler.unwrap_or_default())?;
     let nodes =
         nodes(&at, file.node_groups.unwrap_or_default(), file.nodes.unwrap_or_default(), &mut rng)?;
@@ -149,8 +155,16 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
     })
 }
 
-/// `pipeline:`: Prometheus and the collector, with the defaults of [`Pipeline::default`].
-fn pipeline(at: &Located<'_>, p: PipelineFile) -> Result<Pipeline, ScenarioError> {
+/// `pipeline:` (Prometheus and the collector, with the defaults of [`Pipeline::default`])
+/// and `koordlet:`'s report gaps.
+fn pipeline(
+    at: &Located<'_>,
+    p: PipelineFile,
+    koordlet: Option<KoordletFile>,
+) -> Result<Pipeline, ScenarioError> {
+    let spans = |o: Option<Vec<OutageFile>>| -> Vec<(SimTime, SimTime)> {
+        o.unwrap_or_default().iter().map(|o| (o.from.0.0, o.to.0.0)).collect()
+    };
     let d = Pipeline::default();
     let pipeline = Pipeline {
         scrape_interval: p.scrape_interval.map_or(d.scrape_interval, |x| x.0),
@@ -160,7 +174,8 @@ fn pipeline(at: &Located<'_>, p: PipelineFile) -> Result<Pipeline, ScenarioError
         subquery_step: p.subquery_step.map_or(d.subquery_step, |x| x.0),
         delay: p.delay.map_or(d.delay, |x| x.0),
         poll_override: p.poll_period.map(|x| x.0),
-        outages: p.outages.unwrap_or_default().iter().map(|o| (o.from.0.0, o.to.0.0)).collect(),
+        outages: spans(p.outages),
+        koordlet_gaps: spans(koordlet.and_then(|k| k.gaps)),
     };
     for (field, span) in [
         ("pipeline.scrapeInterval", pipeline.scrape_interval),
@@ -307,6 +322,7 @@ fn pod_groups(
                 group.memory,
                 group.limits.as_ref(),
                 group.owner_kind.clone(),
+                Some(group.prefix.clone()),
                 group.labels.clone(),
             );
             let usage = resolve_usage(group.usage.as_ref(), pod.requests, rng);
@@ -349,6 +365,7 @@ fn explicit_pods(
             p.memory,
             p.limits.as_ref(),
             p.owner_kind,
+            p.owner,
             p.labels,
         );
         let usage = resolve_usage(p.usage.as_ref(), pod.requests, rng);

@@ -202,6 +202,7 @@ pub(super) mod burst {
             name: format!("pod-{i}"),
             labels: Default::default(),
             owner_kind: "ReplicaSet".into(),
+            controller: None,
             requests: Resources::new(cpu_millis, memory_bytes),
             limits: Resources::new(cpu_millis, memory_bytes),
         }
@@ -255,7 +256,10 @@ pub(super) mod burst {
                     let base = pick(r, node.base);
                     let used = match need.kind {
                         _ if instant_metrics => mean(base, &b, t, 1),
-                        MetricKind::Avg { window } => mean(base, &b, t, window.0),
+                        MetricKind::Avg { window } | MetricKind::Koordlet { window, .. } => {
+                            mean(base, &b, t, window.0)
+                        }
+                        MetricKind::MetricsServer { resolution } => mean(base, &b, t, resolution.0),
                         MetricKind::MaxOfAvg { window, over } => (0..=over.0 / 60_000)
                             .map(|k| mean(base, &b, t - k * 60_000, window.0))
                             .fold(f64::MIN, f64::max),
@@ -320,6 +324,7 @@ pub(super) mod burst {
                     allocatable: node.allocatable,
                     requested,
                     non_zero_requested: requested,
+                    controller_pods: 0,
                     metrics: &samples[n],
                     pods: &pods[n],
                 }

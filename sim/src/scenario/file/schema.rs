@@ -170,6 +170,8 @@ pub(super) struct PodFile {
     pub(super) memory: Option<ByteQuantity>,
     pub(super) limits: Option<LimitsFile>,
     pub(super) owner_kind: Option<String>,
+    /// The controller's name: pods sharing it spread by PodTopologySpread's defaults.
+    pub(super) owner: Option<String>,
     pub(super) labels: Option<BTreeMap<String, String>>,
     /// Bound here already (a trace's existing pods); the scheduler does not place it.
     pub(super) node: Option<String>,
@@ -203,6 +205,13 @@ pub(super) struct PipelineFile {
     pub(super) outages: Option<Vec<OutageFile>>,
 }
 
+/// koordlet's faults (its intervals are the Koordinator strategy's own).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct KoordletFile {
+    pub(super) gaps: Option<Vec<OutageFile>>,
+}
+
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct SchedulerFile {
@@ -225,6 +234,7 @@ pub(super) struct ScenarioFile {
     pub(super) target: Option<f64>,
     pub(super) measure_interval: Option<Duration>,
     pub(super) pipeline: Option<PipelineFile>,
+    pub(super) koordlet: Option<KoordletFile>,
     pub(super) scheduler: Option<SchedulerFile>,
     pub(super) node_groups: Option<Vec<NodeGroupFile>>,
     pub(super) nodes: Option<Vec<NodeFile>>,

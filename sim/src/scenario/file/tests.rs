@@ -72,3 +72,35 @@ fn every_shipped_scenario_parses() {
         assert_eq!(&s.name, name);
     }
 }
+
+#[test]
+fn koordlet_gaps_and_controllers_are_read() {
+    let text = "
+name: k
+duration: 1h
+koordlet: {gaps: [{from: 10m, to: 20m}]}
+pipeline: {outages: [{from: 30m, to: 40m}]}
+nodes: [{name: a, cpu: 1, memory: 1Gi}]
+podGroups:
+  - {prefix: web, count: 1, arrival: {at: 0s}, namespace: shop}
+  - {prefix: agent, count: 1, arrival: {at: 0s}, ownerKind: DaemonSet}
+pods:
+  - {name: lone, arrival: 0s}
+  - {name: db-0, arrival: 0s, ownerKind: StatefulSet, owner: db}
+";
+    let s = parse_scenario(text, None).unwrap();
+    assert_eq!(s.pipeline.koordlet_gaps, [(600_000, 1_200_000)]);
+    assert_eq!(s.pipeline.outages, [(1_800_000, 2_400_000)]);
+    assert!(s.pipeline.koordlet_down_at(600_000) && !s.pipeline.koordlet_down_at(1_200_000));
+    assert!(!s.pipeline.down_at(600_000));
+    let controller = |name: &str| {
+        s.pods.iter().find(|p| p.pod.name == name).and_then(|p| p.pod.controller.clone())
+    };
+    // a pod group is one ReplicaSet; a DaemonSet's pods and a pod without `owner` have none
+    assert_eq!(controller("web-1").as_deref(), Some("shop/web"));
+    assert_eq!(controller("agent-1"), None);
+    assert_eq!(controller("lone"), None);
+    assert_eq!(controller("db-0").as_deref(), Some("default/db"));
+    let err = parse_scenario("name: x\nduration: 1h\nkoordlet: {gapz: []}\n", None).unwrap_err();
+    assert!(err.0.contains("gapz") && err.0.contains("line 3"), "{}", err.0);
+}
