@@ -252,39 +252,44 @@ impl Recorder {
 /// The Markdown table printed on stdout.
 pub fn table(summary: &Summary) -> String {
     let mut out = format!(
-        "### {} (seed {}, {} nodes, {} pods, {:?} path, threshold {} %, target {} %)\n\n",
+        "### {} (seed {}, {} nodes, {} pods, {:?} path, threshold {} %, target {} %; peak \
+         demand / room cpu {:.2}, memory {:.2})\n\n",
         summary.scenario,
         summary.seed,
         summary.nodes,
         summary.pods,
         summary.path,
         summary.threshold_pct,
-        summary.target_pct
+        summary.target_pct,
+        summary.room.cpu_peak,
+        summary.room.memory_peak,
     );
     out.push_str(
-        "| strategy | overload node·s | placed on hot | hottest p50 / p99 / max % | \
-         > target+10 node·s | cpu spread sd / range pp | mem spread sd / range pp | \
-         pending (end) | unschedulable tries | nodes in use / receiving |\n",
+        "| strategy | overload node·s | pending pod·s | never placed | placed on hot | hottest \
+         p50 / p99 / max % | > target+10 node·s | cpu / mem spread sd pp | pending (end) | \
+         unschedulable tries | nodes in use / receiving | unwatched at a decision, mean / max |\n",
     );
-    out.push_str("|---|---:|---:|---|---:|---|---|---:|---:|---|\n");
+    out.push_str("|---|---:|---:|---:|---:|---|---:|---|---:|---:|---|---|\n");
     for s in &summary.strategies {
         out.push_str(&format!(
-            "| {} | {:.0} | {} | {:.1} / {:.1} / {:.1} | {:.0} | {:.1} / {:.1} | {:.1} / {:.1} | {} | {} | {} / {} |\n",
+            "| {} | {:.0} | {:.0} | {} | {} | {:.1} / {:.1} / {:.1} | {:.0} | {:.1} / {:.1} | {} | {} | {} / {} | {:.1} / {} |\n",
             s.strategy,
             s.overload_node_seconds,
+            s.pending_pod_seconds,
+            s.pods_never_placed,
             s.placed_on_hot_nodes,
             s.hottest_pct.p50,
             s.hottest_pct.p99,
             s.hottest_pct.max,
             s.above_water_node_seconds,
             s.spread_cpu.stddev,
-            s.spread_cpu.range,
             s.spread_memory.stddev,
-            s.spread_memory.range,
             s.pods_pending_end,
             s.unschedulable_attempts,
             s.nodes_in_use,
             s.nodes_receiving_pods,
+            s.unwatched_at_decision.mean,
+            s.unwatched_at_decision.max,
         ));
     }
     out

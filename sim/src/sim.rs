@@ -91,6 +91,8 @@ pub struct Outputs<'a> {
 struct Sim<'s> {
     scenario: &'s Scenario,
     strategy: &'s mut dyn Strategy,
+    /// The path the strategy is wired through (`Strategy::path`).
+    path: Path,
     pipeline: MetricsPipeline,
     nodes: Vec<NodeRt>,
     pods: Vec<PodState>,
@@ -142,6 +144,7 @@ pub fn run(
     mut out: Outputs<'_>,
 ) -> StrategySummary {
     let needs = strategy.metrics();
+    let path = strategy.path(scenario.scheduler.path);
     let pipeline = MetricsPipeline::new(
         scenario.pipeline.clone(),
         needs,
@@ -151,6 +154,7 @@ pub fn run(
     let mut sim = Sim {
         scenario,
         strategy,
+        path,
         pipeline,
         nodes: scenario
             .nodes
@@ -358,7 +362,7 @@ impl Sim<'_> {
                 self.unwatched -= 1;
                 let PodState::Running { node, assigned, start } = self.pods[p] else { return };
                 let pod = self.pod(p);
-                if s.scheduler.path == Path::Extender {
+                if self.path == Path::Extender {
                     self.nodes[node].visible.push(PlacedPod {
                         pod: pod.clone(),
                         assigned_at: instant(assigned),
@@ -369,7 +373,7 @@ impl Sim<'_> {
             }
             Event::WatchDeleted(p, node) => {
                 let pod = self.pod(p);
-                if s.scheduler.path == Path::Extender {
+                if self.path == Path::Extender {
                     self.nodes[node].visible.retain(|v| v.pod.uid != pod.uid);
                 }
                 self.strategy.on_deleted(instant(t), &pod, &s.nodes[node].name);
@@ -408,7 +412,7 @@ impl Sim<'_> {
                     .fits_in(self.scenario.nodes[i].allocatable)
             })
             .collect();
-        let cycle = Cycle { now: instant(t), path: self.scenario.scheduler.path };
+        let cycle = Cycle { now: instant(t), path: self.path };
         let chosen = if fit.is_empty() { None } else { self.choose(&cycle, &pod, &fit) };
         match chosen {
             Some(node) => {
@@ -471,7 +475,7 @@ impl Sim<'_> {
             }
             self.recorder.placed += 1;
         }
-        if self.scenario.scheduler.path == Path::Plugin {
+        if self.path == Path::Plugin {
             n.visible.push(PlacedPod { pod: pod.clone(), assigned_at: instant(t), bound_at: None });
             if scheduled {
                 self.strategy.on_reserve(instant(t), &pod, &self.scenario.nodes[node].name);
@@ -518,7 +522,7 @@ impl Sim<'_> {
             *count -= 1;
         }
         n.running.retain(|&(q, _)| q != p);
-        if self.scenario.scheduler.path == Path::Plugin {
+        if self.path == Path::Plugin {
             n.visible.retain(|v| v.pod.uid != pod.uid);
         }
         self.at(t + self.scenario.scheduler.watch_lag.0, Event::WatchDeleted(p, node));

@@ -130,6 +130,13 @@ pub trait Strategy {
     /// Label in tables, file names and summary.json.
     fn label(&self) -> &str;
 
+    /// The path it is wired through when the scenario runs on `scenario` (waterline's
+    /// install path). A peer that ships only as a plugin of its own scheduler runs on the
+    /// plugin path whatever the scenario says: the scenario's path is waterline's.
+    fn path(&self, scenario: Path) -> Path {
+        scenario
+    }
+
     /// The metrics its pipeline must produce (empty: request-based only).
     fn metrics(&self) -> Vec<MetricNeed> {
         Vec::new()
@@ -235,7 +242,10 @@ pub fn by_name(name: &str) -> Result<Box<dyn Strategy>, StrategyError> {
         // gocrane/helm-charts charts/scheduler/templates/scheduler-configmap.yaml (v1beta2):
         // Dynamic enabled at filter and score with weight 3, the defaults kept.
         "crane" => profiled("crane", Box::<Crane>::default(), 3, Profile::kube_default()),
-        "crane-dynamic" => Box::new(Crane::new()),
+        // The plugin alone: every other score plugin disabled.
+        "crane-dynamic" => {
+            profiled("crane-dynamic", Box::<Crane>::default(), 1, Profile::default())
+        }
         "trimaran-tlp" => {
             let inner = TargetLoadPacking::with_args(tlp_args, Provider::metrics_server());
             profiled("trimaran-tlp", Box::new(inner), 1, tlp_profile())

@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 use waterline_core::Millis;
 use waterline_core::yaml::{ByteQuantity, CpuQuantity};
 
+use super::volatile::{Dwell, Volatile};
 use super::*;
 use crate::model::{Resources, SimPod};
 use schema::*;
@@ -25,15 +26,85 @@ fn series<V: Copy>(points: &Option<PointsFile<V>>, value: impl Fn(V) -> f64) -> 
     points.as_ref().map(|p| Series(p.iter().map(|(t, v)| (t.0.0, value(*v))).collect()))
 }
 
+impl DwellFile {
+    fn resolve(&self) -> Dwell {
+        match self {
+            DwellFile::LogNormal(d) => Dwell::LogNormal { median: d.median.0, sigma: d.sigma },
+            DwellFile::Pareto(d) => Dwell::Pareto { min: d.min.0, alpha: d.alpha },
+        }
+    }
+}
+
+impl VolatileFile {
+    fn resolve(&self, rng: &mut StdRng) -> Volatile {
+        let noise = self.noise.as_ref();
+        Volatile {
+            idle: (self.idle.cpu.draw(rng), self.idle.memory.draw(rng)),
+            busy: (self.busy.cpu.draw(rng), self.busy.memory.draw(rng)),
+            idle_dwell: self.idle_dwell.resolve(),
+            busy_dwell: self.busy_dwell.resolve(),
+            max_dwell: self.max_dwell.map_or(Millis::from_mins(6 * 60), |d| d.0),
+            ramp: self.ramp.map_or(Millis::from_mins(1), |d| d.0),
+            noise: (
+                noise.and_then(|n| n.cpu).unwrap_or(0.0),
+                noise.and_then(|n| n.memory).unwrap_or(0.0),
+            ),
+            correlation: noise.and_then(|n| n.correlation).map_or(Millis::from_mins(5), |d| d.0),
+            step: self.step.map_or(Millis::from_secs(30), |d| d.0),
+        }
+    }
+
+    /// Errors in values serde accepted: named by field, at the line of `needle`.
+    fn check(&self, at: &Located<'_>, field: &str) -> Result<(), ScenarioError> {
+        for (name, dwell) in [("idleDwell", &self.idle_dwell), ("busyDwell", &self.busy_dwell)] {
+            let bad = match dwell {
+                DwellFile::LogNormal(d) => d.median.0.0 <= 0 || d.sigma < 0.0,
+                DwellFile::Pareto(d) => d.min.0.0 <= 0 || d.alpha <= 0.0,
+            };
+            if bad {
+                let message = "median / min must be longer than zero, sigma ≥ 0, alpha > 0";
+                return Err(at.error(&format!("{field}.volatile.{name}"), message, name));
+            }
+        }
+        if self.step.is_some_and(|s| s.0.0 < 1000) {
+            let message = "must be at least 1s";
+            return Err(at.error(&format!("{field}.volatile.step"), message, "step:"));
+        }
+        Ok(())
+    }
+}
+
 impl BackgroundFile {
-    fn resolve(&self, rng: &mut StdRng) -> Background {
+    /// `span`: the run from the start of the warm-up to the end, which a volatile
+    /// background's series covers.
+    fn resolve(&self, rng: &mut StdRng, span: (SimTime, SimTime)) -> Background {
+        let (mut cpu_series, mut memory_series) = (
+            self.series.as_ref().and_then(|s| series(&s.cpu, |v| v)),
+            self.series.as_ref().and_then(|s| series(&s.memory, |v| v)),
+        );
+        if let Some(v) = &self.volatile {
+            let (cpu, memory) = v.resolve(rng).generate(rng, span.0, span.1);
+            cpu_series = Some(cpu);
+            memory_series = Some(memory);
+        }
         Background {
             cpu_pct: self.cpu.map_or(0.0, |l| l.draw(rng)),
             memory_pct: self.memory.map_or(0.0, |l| l.draw(rng)),
             diurnal: self.diurnal.as_ref().map(DiurnalFile::resolve),
-            cpu_series: self.series.as_ref().and_then(|s| series(&s.cpu, |v| v)),
-            memory_series: self.series.as_ref().and_then(|s| series(&s.memory, |v| v)),
+            cpu_series,
+            memory_series,
         }
+    }
+
+    fn check(&self, at: &Located<'_>, field: &str) -> Result<(), ScenarioError> {
+        if let Some(v) = &self.volatile {
+            if self.series.is_some() {
+                let message = "give `series` or `volatile`, not both";
+                return Err(at.error(&format!("{field}.volatile"), message, "volatile"));
+            }
+            v.check(at, field)?;
+        }
+        Ok(())
     }
 }
 
@@ -128,8 +199,10 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
     }
     let pipeline = pipeline(&at, file.pipeline.unwrap_or_default(), file.koordlet)?;
     let scheduler = scheduler(&at, file.scheduler.unwrap_or_default())?;
-    let nodes =
-        nodes(&at, file.node_groups.unwrap_or_default(), file.nodes.unwrap_or_default(), &mut rng)?;
+    let warmup = file.warmup.map_or(Millis::from_mins(60), |w| w.0);
+    let span = (-warmup.0, file.duration.0.0);
+    let (groups, listed) = (file.node_groups.unwrap_or_default(), file.nodes.unwrap_or_default());
+    let nodes = nodes(&at, groups, listed, span, &mut rng)?;
     let mut pods = pod_groups(&at, file.pod_groups.unwrap_or_default(), &mut rng)?;
     pods.extend(explicit_pods(&at, file.pods.unwrap_or_default(), &nodes, &mut rng)?);
     for (i, p) in pods.iter().enumerate() {
@@ -144,7 +217,7 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
         description: file.description.unwrap_or_default(),
         seed,
         duration: file.duration.0,
-        warmup: file.warmup.map_or(Millis::from_mins(60), |w| w.0),
+        warmup,
         threshold: file.threshold.unwrap_or(65.0),
         target: file.target.unwrap_or(40.0),
         measure_interval: file.measure_interval.map_or(Millis::from_secs(30), |m| m.0),
@@ -224,12 +297,23 @@ fn nodes(
     at: &Located<'_>,
     groups: Vec<NodeGroupFile>,
     listed: Vec<NodeFile>,
+    span: (SimTime, SimTime),
     rng: &mut StdRng,
 ) -> Result<Vec<NodeSpec>, ScenarioError> {
     let mut nodes = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        if let Some(b) = &group.background {
+            b.check(at, &format!("nodeGroups[{g}].background"))?;
+        }
+    }
+    for (i, node) in listed.iter().enumerate() {
+        if let Some(b) = &node.background {
+            b.check(at, &format!("nodes[{i}].background"))?;
+        }
+    }
     for group in groups {
         for i in 0..group.count {
-            let background = group.background.as_ref().map(|b| b.resolve(rng));
+            let background = group.background.as_ref().map(|b| b.resolve(rng, span));
             nodes.push(NodeSpec {
                 name: format!("{}-{}", group.prefix, i + 1),
                 allocatable: Resources::new(group.cpu.0, group.memory.0),
@@ -238,7 +322,7 @@ fn nodes(
         }
     }
     for node in listed {
-        let background = node.background.as_ref().map(|b| b.resolve(rng));
+        let background = node.background.as_ref().map(|b| b.resolve(rng, span));
         nodes.push(NodeSpec {
             name: node.name,
             allocatable: Resources::new(node.cpu.0, node.memory.0),

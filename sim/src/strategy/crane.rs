@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use waterline_core::{Millis, UnixMillis};
 use waterline_peers::crane::{self as peer, Annotation, BindingRecords, NodeAnnotations, Policy};
 
-use super::{Cycle, MetricKind, MetricNeed, NodeView, Resource, Strategy};
+use super::{Cycle, MetricKind, MetricNeed, NodeView, Path, Resource, Strategy};
 use crate::model::SimPod;
 
 pub struct Crane {
@@ -93,6 +93,11 @@ impl Default for Crane {
 impl Strategy for Crane {
     fn label(&self) -> &str {
         "crane"
+    }
+
+    /// It ships only as a plugin of its own scheduler.
+    fn path(&self, _scenario: Path) -> Path {
+        Path::Plugin
     }
 
     fn metrics(&self) -> Vec<MetricNeed> {

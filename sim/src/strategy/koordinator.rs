@@ -24,7 +24,7 @@ use waterline_peers::koordinator::{
     self as peer, Args, AssignedPod, NodeMetric, PodResources, Vec2,
 };
 
-use super::{Cycle, MetricKind, MetricNeed, NodeView, Resource, Strategy};
+use super::{Cycle, MetricKind, MetricNeed, NodeView, Path, Resource, Strategy};
 use crate::model::{Resources, SimPod};
 
 struct Known {
@@ -120,6 +120,11 @@ impl Default for Koordinator {
 impl Strategy for Koordinator {
     fn label(&self) -> &str {
         "koordinator"
+    }
+
+    /// It ships only as a plugin of its own scheduler.
+    fn path(&self, _scenario: Path) -> Path {
+        Path::Plugin
     }
 
     fn metrics(&self) -> Vec<MetricNeed> {

@@ -10,7 +10,7 @@ use waterline_core::UnixMillis;
 use waterline_peers::kube_default::CpuMemory;
 use waterline_peers::profile::{Candidate, Incoming, Profile};
 
-use super::{Cycle, MetricNeed, NodeView, Strategy};
+use super::{Cycle, MetricNeed, NodeView, Path, Strategy};
 use crate::model::{Resources, SimPod};
 
 /// How a profile weighs a strategy against the in-tree plugins it keeps.
@@ -60,6 +60,10 @@ impl Strategy for Profiled {
         &self.label
     }
 
+    fn path(&self, scenario: Path) -> Path {
+        self.inner.path(scenario)
+    }
+
     fn metrics(&self) -> Vec<MetricNeed> {
         self.inner.metrics()
     }
@@ -99,7 +103,6 @@ impl Strategy for Profiled {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::strategy::Path;
     use waterline_peers::profile::ScorePlugin;
 
     /// Scores the nodes 10, 0, 7 whatever they hold.

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use waterline_core::{Millis, UnixMillis};
 use waterline_peers::trimaran::{self as peer, Args, Container, Metric, MetricType, Operator, Pod};
 
-use super::{Cycle, MetricKind, MetricNeed, NodeView, Resource, Strategy};
+use super::{Cycle, MetricKind, MetricNeed, NodeView, Path, Resource, Strategy};
 use crate::model::SimPod;
 
 /// One load-watcher answer: its window end (Unix seconds) and cpu percent per node.
@@ -113,6 +113,11 @@ impl Default for TargetLoadPacking {
 impl Strategy for TargetLoadPacking {
     fn label(&self) -> &str {
         "trimaran-tlp"
+    }
+
+    /// It ships only as a plugin of its own scheduler.
+    fn path(&self, _scenario: Path) -> Path {
+        Path::Plugin
     }
 
     fn metrics(&self) -> Vec<MetricNeed> {

@@ -82,6 +82,60 @@ pub(super) struct BackgroundFile {
     pub(super) memory: Option<Level>,
     pub(super) diurnal: Option<DiurnalFile>,
     pub(super) series: Option<BackgroundSeriesFile>,
+    pub(super) volatile: Option<VolatileFile>,
+}
+
+/// A regime's levels, percent of allocatable, drawn per node.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RegimeFile {
+    pub(super) cpu: Level,
+    pub(super) memory: Level,
+}
+
+/// A dwell-time distribution: lognormal `{median, sigma}` or Pareto `{min, alpha}` (each
+/// strict about its keys, so a misspelt one fails instead of being ignored).
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum DwellFile {
+    LogNormal(LogNormalFile),
+    Pareto(ParetoFile),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LogNormalFile {
+    pub(super) median: Duration,
+    pub(super) sigma: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ParetoFile {
+    pub(super) min: Duration,
+    pub(super) alpha: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct NoiseFile {
+    pub(super) cpu: Option<f64>,
+    pub(super) memory: Option<f64>,
+    pub(super) correlation: Option<Duration>,
+}
+
+/// scenario/volatile.rs: idle and busy regimes with heavy-tailed dwell times and noise.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct VolatileFile {
+    pub(super) idle: RegimeFile,
+    pub(super) busy: RegimeFile,
+    pub(super) idle_dwell: DwellFile,
+    pub(super) busy_dwell: DwellFile,
+    pub(super) max_dwell: Option<Duration>,
+    pub(super) ramp: Option<Duration>,
+    pub(super) noise: Option<NoiseFile>,
+    pub(super) step: Option<Duration>,
 }
 
 #[derive(Deserialize)]
