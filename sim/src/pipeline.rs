@@ -106,7 +106,9 @@ pub struct MetricsPipeline {
 /// The window a Prometheus rule averages over (0 for the agents' kinds).
 fn window_of(kind: MetricKind) -> Millis {
     match kind {
-        MetricKind::Avg { window } | MetricKind::MaxOfAvg { window, .. } => window,
+        MetricKind::Avg { window }
+        | MetricKind::MaxOfAvg { window, .. }
+        | MetricKind::MeanPlusSigma { window, .. } => window,
         MetricKind::Koordlet { .. } | MetricKind::MetricsServer { .. } => Millis(0),
     }
 }
@@ -123,7 +125,7 @@ impl MetricsPipeline {
         let step_of = needs
             .iter()
             .map(|n| match n.kind {
-                MetricKind::MaxOfAvg { window, .. } => {
+                MetricKind::MaxOfAvg { window, .. } | MetricKind::MeanPlusSigma { window, .. } => {
                     Some(step_windows.iter().position(|w| *w == window).unwrap_or_else(|| {
                         step_windows.push(window);
                         step_windows.len() - 1
@@ -136,7 +138,9 @@ impl MetricsPipeline {
         let max_over = needs
             .iter()
             .filter_map(|n| match n.kind {
-                MetricKind::MaxOfAvg { over, .. } => Some(over.0),
+                MetricKind::MaxOfAvg { over, .. } | MetricKind::MeanPlusSigma { over, .. } => {
+                    Some(over.0)
+                }
                 _ => None,
             })
             .max()
@@ -277,8 +281,12 @@ impl MetricsPipeline {
     fn group_of(&self, kind: MetricKind) -> Option<RuleGroup> {
         match kind {
             MetricKind::Avg { .. } => Some(RuleGroup::Avg),
-            MetricKind::MaxOfAvg { over, .. } if over.0 <= 3_600_000 => Some(RuleGroup::Hour),
-            MetricKind::MaxOfAvg { .. } => Some(RuleGroup::Day),
+            MetricKind::MaxOfAvg { over, .. } | MetricKind::MeanPlusSigma { over, .. }
+                if over.0 <= 3_600_000 =>
+            {
+                Some(RuleGroup::Hour)
+            }
+            MetricKind::MaxOfAvg { .. } | MetricKind::MeanPlusSigma { .. } => Some(RuleGroup::Day),
             MetricKind::Koordlet { .. } | MetricKind::MetricsServer { .. } => None,
         }
     }
@@ -364,6 +372,15 @@ impl MetricsPipeline {
                             .filter_map(|s| pick(need.resource, s.cpu, s.memory))
                             .reduce(f64::max)
                     }
+                    MetricKind::MeanPlusSigma { over, sigmas_x10, .. } => {
+                        let w = self.step_of[n].expect("the headroom metric has a step series");
+                        let values: Vec<f64> = self.nodes[i].steps[w]
+                            .iter()
+                            .filter(|s| s.t > seen - over.0 && s.t <= seen)
+                            .filter_map(|s| pick(need.resource, s.cpu, s.memory))
+                            .collect();
+                        mean_plus_sigma(&values, sigmas_x10 as f64 / 10.0)
+                    }
                     MetricKind::Koordlet { .. } | MetricKind::MetricsServer { .. } => None,
                 };
                 if let Some(v) = value {
@@ -407,6 +424,18 @@ impl MetricsPipeline {
     pub fn poll_period(&self, n: usize) -> Millis {
         self.config.poll_override.unwrap_or(self.needs[n].poll)
     }
+}
+
+/// `avg_over_time + k · stddev_over_time` (population deviation, as PromQL's); `None`
+/// without values.
+fn mean_plus_sigma(values: &[f64], k: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    Some(mean + k * var.sqrt())
 }
 
 fn pick(resource: Resource, cpu: Option<f64>, memory: Option<f64>) -> Option<f64> {

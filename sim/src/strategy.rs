@@ -16,6 +16,7 @@ mod koordinator;
 mod kube_default;
 pub mod profile;
 mod trimaran;
+pub mod variants;
 mod waterline;
 
 pub use crane::Crane;
@@ -57,6 +58,10 @@ pub enum MetricKind {
     /// A recording rule `max_over_time((Avg{window})[over:step])` (a subquery at the
     /// pipeline's step).
     MaxOfAvg { window: Millis, over: Millis },
+    /// A recording rule `avg_over_time(A[over:step]) + k · stddev_over_time(A[over:step])`
+    /// with `A` the `window` average and `k = sigmas_x10 / 10` (a sim-only variant's
+    /// headroom metric; the subquery as for [`MetricKind::MaxOfAvg`]).
+    MeanPlusSigma { window: Millis, over: Millis, sigmas_x10: i64 },
     /// koordlet's NodeMetric, no Prometheus (pipeline/agent.rs): the node's usage sampled
     /// every `collect`, the mean over the last `window` reported every `report` on each
     /// node's own clock. Not polled: a report reaches the strategy when it is written.
@@ -69,7 +74,10 @@ pub enum MetricKind {
 impl MetricKind {
     /// Whether Prometheus computes it (and its delay and outages apply).
     pub fn from_prometheus(self) -> bool {
-        matches!(self, MetricKind::Avg { .. } | MetricKind::MaxOfAvg { .. })
+        matches!(
+            self,
+            MetricKind::Avg { .. } | MetricKind::MaxOfAvg { .. } | MetricKind::MeanPlusSigma { .. }
+        )
     }
 }
 
@@ -181,7 +189,9 @@ pub trait Strategy {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StrategyError {
-    #[error("unknown strategy '{0}' (known: {known})", known = NAMES.join(", "))]
+    #[error("unknown strategy '{0}' (known: {known}; ablation variants: {variants})",
+        known = NAMES.join(", "),
+        variants = variants::VARIANTS.iter().map(|v| v.0).collect::<Vec<_>>().join(", "))]
     Unknown(String),
     #[error("policy {label}: {message}")]
     Policy { label: String, message: String },
@@ -265,6 +275,9 @@ pub fn by_name(name: &str) -> Result<Box<dyn Strategy>, StrategyError> {
             let in_tree = Profile::kube_default().with(ScorePlugin::KoordNodeNumaResource, 1);
             profiled("koord-scheduler", Box::new(inner), 1, in_tree)
         }
-        other => return Err(StrategyError::Unknown(other.to_owned())),
+        other => match variants::by_name(other) {
+            Some(variant) => variant?,
+            None => return Err(StrategyError::Unknown(other.to_owned())),
+        },
     })
 }

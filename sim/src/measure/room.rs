@@ -27,6 +27,9 @@ pub struct RoomVsDemand {
     pub memory_peak: f64,
     /// Seconds during which demand exceeded room in cpu or memory.
     pub short_s: f64,
+    /// Node-seconds above the threshold from the background alone (no pod anywhere): the
+    /// overload no placement can avoid.
+    pub background_overload_node_s: f64,
 }
 
 impl RoomVsDemand {
@@ -49,8 +52,12 @@ pub fn room_vs_demand(s: &Scenario) -> RoomVsDemand {
         let (mut room_cpu, mut room_memory) = (0.0, 0.0);
         for n in &s.nodes {
             let (cpu, memory) = n.background.at(t, n.allocatable);
-            room_cpu += (theta * n.allocatable.cpu_millis as f64 - cpu).max(0.0);
-            room_memory += (theta * n.allocatable.memory_bytes as f64 - memory).max(0.0);
+            let (c, m) = (n.allocatable.cpu_millis as f64, n.allocatable.memory_bytes as f64);
+            room_cpu += (theta * c - cpu).max(0.0);
+            room_memory += (theta * m - memory).max(0.0);
+            if cpu > theta * c || memory > theta * m {
+                out.background_overload_node_s += step as f64 / 1000.0;
+            }
         }
         let (mut cpu, mut memory) = (0.0, 0.0);
         for p in s.pods.iter().filter(|p| p.arrival <= t && p.deletion.is_none_or(|d| t < d)) {
@@ -110,5 +117,7 @@ podGroups:
         // samples at 0, 30 s, …, 29 m 30 s are short (60 of them); at 30 m the q pods are gone
         assert_eq!(r.short_s, 60.0 * 30.0);
         assert!(!r.suffices());
+        // node b's background (70 %) is above 65 % at each of the 121 samples 0..60 m
+        assert_eq!(r.background_overload_node_s, 121.0 * 30.0);
     }
 }

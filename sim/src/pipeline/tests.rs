@@ -127,3 +127,12 @@ fn the_hour_maximum_keeps_a_spike_of_the_5m_average() {
     // The 5 m average was 90 % from 15 m to 20 m; 20 minutes later the 1 h max still says so.
     assert!((p.samples(0)[0].unwrap().value - 90.0).abs() < 1e-9);
 }
+
+#[test]
+fn mean_plus_sigma_is_promql_s_population_deviation() {
+    // values 10, 20, 30, 40: mean 25, variance (225 + 25 + 25 + 225) / 4 = 125, sd 11.18
+    let v = mean_plus_sigma(&[10.0, 20.0, 30.0, 40.0], 2.0).unwrap();
+    assert!((v - (25.0 + 2.0 * 125f64.sqrt())).abs() < 1e-9, "{v}");
+    assert_eq!(mean_plus_sigma(&[7.0], 3.0), Some(7.0));
+    assert_eq!(mean_plus_sigma(&[], 1.0), None);
+}

@@ -265,7 +265,8 @@ pub(super) mod burst {
                             mean(base, &b, t, window.0)
                         }
                         MetricKind::MetricsServer { resolution } => mean(base, &b, t, resolution.0),
-                        MetricKind::MaxOfAvg { window, over } => (0..=over.0 / 60_000)
+                        MetricKind::MaxOfAvg { window, over }
+                        | MetricKind::MeanPlusSigma { window, over, .. } => (0..=over.0 / 60_000)
                             .map(|k| mean(base, &b, t - k * 60_000, window.0))
                             .fold(f64::MIN, f64::max),
                     };
