@@ -1,4 +1,4 @@
-//! The placement-quality simulator (design.md §9): a seeded discrete-event simulation of a
+//! The placement-quality simulator (docs/design.md §9): a seeded discrete-event simulation of a
 //! cluster whose true usage reaches the scheduler only through a modelled metrics pipeline,
 //! with strategies behind one trait. See sim/README.md.
 #![forbid(unsafe_code)]

@@ -1,4 +1,4 @@
-//! Placement quality from true usage (design.md §9). Sampled every `measureInterval` from 0
+//! Placement quality from true usage (docs/design.md §9). Sampled every `measureInterval` from 0
 //! to the end of the run; each sample stands for one interval of time, so "node-seconds" are
 //! node-samples × interval. A node's utilisation is the larger of its cpu and memory
 //! percentages of allocatable — a node is as hot as its hottest dimension. The field names of

@@ -1,5 +1,5 @@
 //! The metrics pipeline between true usage and a strategy's view, modelled on what
-//! Prometheus and the collector do (design.md §4, deploy/prometheus/rules.yml):
+//! Prometheus and the collector do (docs/design.md §4, deploy/prometheus/rules.yml):
 //!
 //! 1. **scrape** every `scrapeInterval`: node-exporter's busy-cpu-seconds counter (the
 //!    integral of usage, trapezoids between scrapes) and the memory gauge;

@@ -1,4 +1,4 @@
-//! Pictures of a run (issue 13 item 3), drawn as SVG by `plotters` from the `<label>.csv`
+//! Pictures of a run, drawn as SVG by `plotters` from the `<label>.csv`
 //! time series a run writes, so a kept out dir can be redrawn without re-running:
 //!
 //! - `heatmap-<label>.svg` per strategy: node × time, coloured by utilisation (the larger

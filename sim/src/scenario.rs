@@ -56,7 +56,7 @@ impl Scenario {
     }
 }
 
-/// Prometheus and the collector, as design.md §4 and deploy/prometheus/rules.yml set them up.
+/// Prometheus and the collector, as docs/design.md §4 and deploy/prometheus/rules.yml set them up.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pipeline {
     pub scrape_interval: Millis,

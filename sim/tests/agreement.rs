@@ -1,4 +1,4 @@
-//! Agreement with the real thing (issue 12, item 7): every recording in
+//! Agreement with the real thing: every recording in
 //! `sim/testdata/agreement/` is a burst measured on the real control plane by
 //! `tests/e2e` `TestMemoryBelowTarget` (kube-apiserver, etcd, kube-scheduler, the real
 //! collector, scorer and — on the extender path — extender). Each is rebuilt here as a

@@ -241,7 +241,8 @@ pub fn simulation_md(dirs: &[PathBuf], docs: Option<&FsPath>) -> Result<String, 
             shown.push(&s.scenario);
             out.push_str(&format!(
                 "\n### {}\n\nseed {}, {} nodes, {} pods, {} s measured, threshold {} %, target {} \
-                 %; peak demand / room (cpu / memory) {}, demand above room for {:.0} s\n",
+                 %; peak demand / room (cpu / memory) {}, demand above room for {:.0} s; the \
+                 backgrounds alone are above the threshold for {:.0} node·s\n",
                 s.scenario,
                 s.seed,
                 s.nodes,
@@ -251,6 +252,7 @@ pub fn simulation_md(dirs: &[PathBuf], docs: Option<&FsPath>) -> Result<String, 
                 s.target_pct,
                 room_cell(s),
                 s.room.short_s,
+                s.room.background_overload_node_s,
             ));
         }
         let t = s.timing_ms;

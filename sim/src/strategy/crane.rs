@@ -353,7 +353,7 @@ mod tests {
         assert_eq!(polls, [3, 15, 180, 3, 15, 180]);
     }
 
-    /// What Crane's users report (design.md §1: "incoming pod size ignored"; the hot value
+    /// What Crane's users report (docs/design.md §1: "incoming pod size ignored"; the hot value
     /// exists because "the load of the nodes can not increase immediately", doc/dynamic-
     /// scheduler.md): between two syncs of the annotator nothing a pod does reaches the
     /// annotations — neither the usage nor the hot value, which is written only at a metric
@@ -430,8 +430,9 @@ mod tests {
         policy
     }
 
-    /// Issue 13 item 5: the `crane` strategy beside waterline's Crane-compatible curve on
-    /// every shipped scenario; prints, per scenario, how many pods were bound elsewhere.
+    /// The cross-check: the `crane` strategy (the Dynamic plugin alone) beside waterline's
+    /// Crane-compatible curve on every shipped scenario; prints, per scenario, how many pods
+    /// were bound elsewhere.
     /// Measured numbers and their causes: peers/README.md "Cross-check".
     #[test]
     #[ignore = "runs every shipped scenario three times: cargo test -p waterline-sim --release \

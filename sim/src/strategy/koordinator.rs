@@ -227,7 +227,7 @@ mod tests {
 
     const GI: i64 = 1 << 30;
 
-    /// What Koordinator's users meet (design.md §1: its stale-metric and estimation policy
+    /// What Koordinator's users meet (docs/design.md §1: its stale-metric and estimation policy
     /// "changed 3 times"): a pod stops being estimated once a report at least one interval
     /// (60 s) after its placement lists it, but the report's usage is a 300 s mean that holds
     /// only part of the pod. Each minute the estimate of the minute-old pods vanishes while

@@ -216,7 +216,7 @@ mod tests {
         (nodes, arrivals)
     }
 
-    /// What Trimaran's users meet (design.md §1: "ledger entries live only ~60 s"; the
+    /// What Trimaran's users meet (docs/design.md §1: "ledger entries live only ~60 s"; the
     /// plugin's own comment: the 60 s is "the metrics agent reporting interval"): a placed pod
     /// stops being predicted 60 s after load-watcher's window end, while the 15 m mean it
     /// reads has absorbed only a fifteenth of the pod per minute. Packing to the target then

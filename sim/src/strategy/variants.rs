@@ -3,6 +3,8 @@
 //! them is a peer as its users deploy it, so they never count in the target; the report
 //! shows them as context. `waterline-sim run … --compare koordinator-prom,…`.
 
+mod credit;
+
 use waterline_core::Millis;
 use waterline_peers::koordinator::Args as KoordArgs;
 use waterline_peers::profile::Profile;
@@ -23,6 +25,11 @@ pub const VARIANTS: &[(&str, &str)] = &[
     ("koordinator-no-estimate", "estimated scaling factors 0: no estimate of placed pods"),
     ("koordinator-no-filter", "usage thresholds 0: score only"),
     ("koordinator-no-score", "resource weights 0: filter only"),
+    (
+        "waterline-deletion-credit",
+        "the prototype of a deletion credit: an absorbed pod's estimate taken off the metrics \
+         after its deletion until they forget it (credit.rs)",
+    ),
     (
         "waterline-headroom-K",
         "the prototype: waterline's default policy with each 1 h / 1 d maximum of the 5 m \
@@ -106,6 +113,15 @@ pub fn by_name(name: &str) -> Option<Result<Box<dyn Strategy>, StrategyError>> {
                 Ok(w) => alone(name, Box::new(w)),
                 Err(e) => return Some(Err(e)),
             }
+        }
+        "waterline-deletion-credit" => {
+            let policy = waterline_core::Policy::default();
+            let inner = match Waterline::new(name, policy.clone()) {
+                Ok(w) => w,
+                Err(e) => return Some(Err(e)),
+            };
+            let credit = credit::DeletionCredit::new(name, Box::new(inner), policy);
+            Box::new(Profiled::new(name, Box::new(credit), waterline_profile()))
         }
         "koordinator-prom" => alone(
             name,
