@@ -288,3 +288,64 @@ pub fn simulation_md(dirs: &[PathBuf], docs: Option<&FsPath>) -> Result<String, 
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::{RoomVsDemand, StrategySummary, Timing};
+
+    fn strategy(name: &str, overload: f64, pending: f64) -> StrategySummary {
+        let mut s: StrategySummary = serde_json::from_value(serde_json::json!({
+            "strategy": name, "pods_arrived": 0, "pods_placed": 0, "pods_pending_end": 0,
+            "pods_never_placed": 0, "pending_pod_seconds": 0.0, "unschedulable_attempts": 0,
+            "overload_node_seconds": 0.0, "placed_on_hot_nodes": 0,
+            "hottest_pct": {"p50": 0.0, "p99": 0.0, "max": 0.0},
+            "hottest_pct_when_mean_above_target": null, "mean_above_target_s": 0.0,
+            "above_water_node_seconds": 0.0, "spread_cpu": {"stddev": 0.0, "range": 0.0},
+            "spread_memory": {"stddev": 0.0, "range": 0.0}, "nodes_in_use": 0,
+            "nodes_receiving_pods": 0, "placements_per_node": {},
+            "unwatched_at_decision": {"mean": 0.0, "max": 0}
+        }))
+        .unwrap();
+        s.overload_node_seconds = overload;
+        s.pending_pod_seconds = pending;
+        s
+    }
+
+    fn summary(short_s: f64) -> Summary {
+        Summary {
+            scenario: "s".into(),
+            seed: 1,
+            duration_s: 60.0,
+            threshold_pct: 65.0,
+            target_pct: 40.0,
+            nodes: 1,
+            pods: 1,
+            path: SimPath::Extender,
+            room: RoomVsDemand { cpu_peak: 1.2, memory_peak: 0.4, short_s, ..Default::default() },
+            timing_ms: Timing::default(),
+            strategies: vec![
+                strategy("waterline", 100.0, 500.0),
+                strategy("kube-default", 900.0, 0.0),
+                strategy("koordinator", 80.0, 500.0),
+                strategy("old", 0.0, 0.0),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_target_row_names_the_dominating_peer_and_the_room() {
+        let table = target_table(&[summary(120.0)]);
+        let row = table.lines().nth(2).unwrap();
+        // the best peer on overload is koordinator (80); it dominates (80 ≤ 100, 500 ≤ 500);
+        // the context strategy never counts; the room is short: (b) does not apply
+        assert!(
+            row.contains("| extender | 1.20 / 0.40 | 100 / 80 (koordinator) | 500 / 0 |"),
+            "{row}"
+        );
+        assert!(row.contains("**no**: koordinator (80 / 500)"), "{row}");
+        assert!(row.ends_with("n/a: demand above room for 120 s |"), "{row}");
+        let row = target_table(&[summary(0.0)]).lines().nth(2).unwrap().to_owned();
+        assert!(row.ends_with("**no** (500 vs 0) |"), "{row}");
+    }
+}

@@ -72,25 +72,15 @@ impl DeletionCredit {
             .map(|(n, sample)| {
                 let mut s = (*sample)?;
                 let (absorbed_after, held_for) = self.spans(n);
+                let credited = gone.iter().filter(|d| {
+                    d.at.0 - d.bound_at.0 >= absorbed_after.0 && now.0 - d.at.0 < held_for.0
+                });
                 let (amount, capacity) = match self.needs[n].resource {
-                    Resource::Cpu => (
-                        gone.iter()
-                            .filter(|d| {
-                                d.at.0 - d.bound_at.0 >= absorbed_after.0
-                                    && now.0 - d.at.0 < held_for.0
-                            })
-                            .map(|d| d.cpu_millis)
-                            .sum::<i64>(),
-                        node.allocatable.cpu_millis,
-                    ),
+                    Resource::Cpu => {
+                        (credited.map(|d| d.cpu_millis).sum::<i64>(), node.allocatable.cpu_millis)
+                    }
                     Resource::Memory => (
-                        gone.iter()
-                            .filter(|d| {
-                                d.at.0 - d.bound_at.0 >= absorbed_after.0
-                                    && now.0 - d.at.0 < held_for.0
-                            })
-                            .map(|d| d.memory_bytes)
-                            .sum::<i64>(),
+                        credited.map(|d| d.memory_bytes).sum::<i64>(),
                         node.allocatable.memory_bytes,
                     ),
                 };
