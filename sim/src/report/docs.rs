@@ -27,11 +27,20 @@ fn columns(summary: &Summary) -> Vec<&StrategySummary> {
     out
 }
 
-/// The heat map worth committing for a scenario: the default's (the others stay in the run's
-/// directory; the hottest-node chart shows the peers' worst nodes).
-pub fn chosen_heatmaps(_summary: &Summary) -> Vec<String> {
-    vec![DEFAULT.to_owned()]
+/// The heat maps worth committing for a run: the default's, on the extender path (the
+/// default install) and for clusters of at most [`HEATMAP_MAX_NODES`] nodes — a 100-node map
+/// is 110–150 KB; the others stay in the run's directory, and the hottest-node chart and the
+/// CDF (committed for every run) show the peers' worst nodes and the whole distribution.
+pub fn chosen_heatmaps(summary: &Summary) -> Vec<String> {
+    if summary.path == SimPath::Extender && summary.nodes <= HEATMAP_MAX_NODES {
+        vec![DEFAULT.to_owned()]
+    } else {
+        Vec::new()
+    }
 }
+
+/// Above this many nodes no heat map is committed.
+pub const HEATMAP_MAX_NODES: usize = 40;
 
 /// The target's verdict of one run.
 pub fn run_verdict(summary: &Summary) -> Option<Verdict> {
