@@ -29,8 +29,8 @@ fn columns(summary: &Summary) -> Vec<&StrategySummary> {
 
 /// The heat maps worth committing for a run: the default's, on the extender path (the
 /// default install) and for clusters of at most [`HEATMAP_MAX_NODES`] nodes — a 100-node map
-/// is 110–150 KB; the others stay in the run's directory, and the hottest-node chart and the
-/// CDF (committed for every run) show the peers' worst nodes and the whole distribution.
+/// is 110–150 KB; the others stay in the run's directory, and the hottest-node chart (every
+/// run) and the CDF (extender runs) show the peers' worst nodes and the whole distribution.
 pub fn chosen_heatmaps(summary: &Summary) -> Vec<String> {
     if summary.path == SimPath::Extender && summary.nodes <= HEATMAP_MAX_NODES {
         vec![DEFAULT.to_owned()]
@@ -276,8 +276,13 @@ pub fn simulation_md(dirs: &[PathBuf], docs: Option<&FsPath>) -> Result<String, 
         let Some(docs) = docs else { continue };
         let target = docs.join(&s.scenario).join(path_name(s));
         std::fs::create_dir_all(&target).map_err(io(&target))?;
+        // The peers' lines are the same on both paths (they run as plugins); the CDF is
+        // committed for the extender path, the default install, to keep docs/sim small.
         let mut pictures: Vec<(String, String)> =
-            vec![("hottest.svg".into(), "hottest node".into()), ("cdf.svg".into(), "CDF".into())];
+            vec![("hottest.svg".into(), "hottest node".into())];
+        if s.path == SimPath::Extender {
+            pictures.push(("cdf.svg".into(), "CDF".into()));
+        }
         for label in chosen_heatmaps(s) {
             pictures
                 .push((format!("heatmap-{}.svg", file_stem(&label)), format!("heat map, {label}")));
