@@ -85,6 +85,22 @@ impl Default for Args {
     }
 }
 
+impl Args {
+    /// koord-scheduler's shipped LoadAwareScheduling args: the Helm chart users install,
+    /// koordinator-sh/charts `versions/v1.8.0/templates/koord-scheduler-config.yaml`
+    /// (filterExpiredNodeMetrics false, nodeMetricExpirationSeconds 300, weights 1 / 1,
+    /// thresholds 65 / 95, factors 85 / 70). The repository's own
+    /// `config/manager/scheduler-config.yaml` sets thresholds 0 / 0 (no load filter); the
+    /// chart is what its install docs use.
+    pub fn koord_scheduler_chart() -> Args {
+        Args {
+            filter_expired_node_metrics: false,
+            node_metric_expiration_secs: Some(300),
+            ..Args::default()
+        }
+    }
+}
+
 /// A pod's requests and limits as `resourceapi.PodRequests` / `PodLimits` return them
 /// (containers summed, init containers and overhead folded in by the caller); 0 when unset.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

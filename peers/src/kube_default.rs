@@ -74,7 +74,7 @@ pub fn least_allocated(allocatable: CpuMemory, node_requested: CpuMemory, pod: C
 }
 
 /// The loop of `leastResourceScorer` over (requested, allocatable, weight) triples.
-fn weighted_least(resources: &[(i64, i64, i64)]) -> i64 {
+pub fn weighted_least(resources: &[(i64, i64, i64)]) -> i64 {
     let (mut node_score, mut weight_sum) = (0i64, 0i64);
     for &(requested, allocatable, weight) in resources {
         if allocatable == 0 {

@@ -6,4 +6,5 @@
 pub mod crane;
 pub mod koordinator;
 pub mod kube_default;
+pub mod profile;
 pub mod trimaran;

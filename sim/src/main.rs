@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use waterline_sim::report::{markdown, run_all};
-use waterline_sim::scenario::{SHIPPED, parse_scenario, shipped};
-use waterline_sim::strategy::{self, Strategy, Waterline};
+use waterline_sim::scenario::{SHIPPED, Timing, parse_scenario, shipped};
+use waterline_sim::strategy::{self, Strategy};
 
 /// Placement-quality simulator: replays a cluster through waterline's engine and other
 /// strategies, judging placements by true usage.
@@ -31,6 +31,10 @@ enum Command {
     /// check (the default policy `waterline` against the peers), then per scenario the
     /// measures, one column per strategy (others than the registered ones are context).
     Report(ReportArgs),
+    /// Run scenarios across seeds, paths and scheduler timings and print, per scenario, one
+    /// Markdown row per path and timing with every strategy's overload node·s and pending
+    /// pod·s totalled over the seeds, and the target's verdict on the totals.
+    Sweep(SweepArgs),
     /// Build an explicit-list scenario from a real Prometheus: nodes (kube-state-metrics
     /// allocatable, usage from the policy's own 5 m queries), pods (kube-state-metrics v2)
     /// and their true usage (cAdvisor). Gaps are listed in the file's header.
@@ -68,6 +72,46 @@ struct ImportArgs {
 }
 
 #[derive(Parser)]
+struct SweepArgs {
+    /// Scenario files or shipped names.
+    #[arg(required = true, value_name = "SCENARIO")]
+    scenarios: Vec<String>,
+    /// As for `run`.
+    #[arg(long = "policy", value_name = "FILE")]
+    policies: Vec<PathBuf>,
+    /// As for `run` (default: every registered strategy).
+    #[arg(long, value_delimiter = ',', value_name = "STRATEGY,...")]
+    compare: Vec<String>,
+    /// Seeds, e.g. `1-10` or `1,4,7` (default: each scenario's own).
+    #[arg(long, value_name = "SEEDS")]
+    seeds: Option<String>,
+    /// Paths to run (default: each scenario's own).
+    #[arg(long, value_delimiter = ',', value_name = "PATH,...")]
+    path: Vec<PathArg>,
+    /// Watch lags to sweep, e.g. `20ms,200ms,2s` (default: the scenario's).
+    #[arg(long, value_name = "DURATIONS")]
+    watch_lag: Option<String>,
+    /// Cycle times to sweep, e.g. `10ms,40ms` (default: the scenario's).
+    #[arg(long, value_name = "DURATIONS")]
+    cycle: Option<String>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PathArg {
+    Plugin,
+    Extender,
+}
+
+impl From<PathArg> for strategy::Path {
+    fn from(p: PathArg) -> Self {
+        match p {
+            PathArg::Plugin => strategy::Path::Plugin,
+            PathArg::Extender => strategy::Path::Extender,
+        }
+    }
+}
+
+#[derive(Parser)]
 struct ReportArgs {
     /// Out dirs of `waterline-sim run`, each holding a summary.json, in the order to show.
     #[arg(required = true, value_name = "DIR")]
@@ -102,6 +146,13 @@ struct RunArgs {
     /// Skip the pictures (SVG): only summary.json, the CSV files and the table.
     #[arg(long)]
     no_plots: bool,
+    /// Run on this path instead of the scenario's.
+    #[arg(long, value_name = "PATH")]
+    path: Option<PathArg>,
+    /// Override the scheduler's timing, e.g. `cycle=40ms,bindDelay=200ms,watchLag=2s` (any
+    /// subset; the rest stays the scenario's).
+    #[arg(long, value_name = "KEY=DURATION,...")]
+    timing: Option<String>,
 }
 
 fn load_scenario(arg: &str) -> anyhow::Result<String> {
@@ -119,20 +170,25 @@ fn load_scenario(arg: &str) -> anyhow::Result<String> {
 }
 
 fn strategies(args: &RunArgs) -> anyhow::Result<Vec<Box<dyn Strategy>>> {
-    let mut list: Vec<Box<dyn Strategy>> = Vec::new();
-    for file in &args.policies {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-        let policy = waterline_core::policy::parse_policy(&text)
-            .with_context(|| format!("{}", file.display()))?;
-        let label = file.file_stem().map_or("policy".into(), |s| s.to_string_lossy().into_owned());
-        list.push(Box::new(Waterline::new(&label, policy)?));
-    }
     let names: Vec<String> = if args.compare.is_empty() && args.policies.is_empty() {
         vec!["waterline".into(), "kube-default".into()]
     } else {
         args.compare.clone()
     };
+    build(&args.policies, &names)
+}
+
+/// The `--policy` runs, then the named strategies.
+fn build(policies: &[PathBuf], names: &[String]) -> anyhow::Result<Vec<Box<dyn Strategy>>> {
+    let mut list: Vec<Box<dyn Strategy>> = Vec::new();
+    for file in policies {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let policy = waterline_core::policy::parse_policy(&text)
+            .with_context(|| format!("{}", file.display()))?;
+        let label = file.file_stem().map_or("policy".into(), |s| s.to_string_lossy().into_owned());
+        list.push(strategy::waterline_deployed(&label, policy)?);
+    }
     for name in names {
         list.push(strategy::by_name(name.trim())?);
     }
@@ -141,7 +197,13 @@ fn strategies(args: &RunArgs) -> anyhow::Result<Vec<Box<dyn Strategy>>> {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let text = load_scenario(&args.scenario)?;
-    let scenario = parse_scenario(&text, args.seed).with_context(|| args.scenario.clone())?;
+    let mut scenario = parse_scenario(&text, args.seed).with_context(|| args.scenario.clone())?;
+    if let Some(path) = args.path {
+        scenario.scheduler.path = path.into();
+    }
+    if let Some(timing) = &args.timing {
+        Timing::parse(timing)?.apply(&mut scenario.scheduler);
+    }
     let mut list = strategies(&args)?;
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(1000);
@@ -221,9 +283,62 @@ fn import(args: ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `1-10`, `1,4,7` or a mix.
+fn parse_seeds(text: &str) -> anyhow::Result<Vec<u64>> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => out.extend(a.trim().parse::<u64>()?..=b.trim().parse::<u64>()?),
+            None => out.push(part.parse()?),
+        }
+    }
+    Ok(out)
+}
+
+fn sweep(args: SweepArgs) -> anyhow::Result<()> {
+    use waterline_sim::report::sweep::{Axes, markdown, parse_list, sweep};
+    let texts: Vec<String> =
+        args.scenarios.iter().map(|s| load_scenario(s)).collect::<anyhow::Result<_>>()?;
+    let list = |flag: &str, v: &Option<String>| -> anyhow::Result<Vec<waterline_core::Millis>> {
+        v.as_deref()
+            .map_or(Ok(Vec::new()), |t| parse_list(t).map_err(|e| anyhow::anyhow!("--{flag}: {e}")))
+    };
+    let (lags, cycles) = (list("watch-lag", &args.watch_lag)?, list("cycle", &args.cycle)?);
+    let mut timings = Vec::new();
+    for cycle in cycles.iter().map(|c| Some(*c)).chain(cycles.is_empty().then_some(None)) {
+        for lag in lags.iter().map(|l| Some(*l)).chain(lags.is_empty().then_some(None)) {
+            timings.push(Timing { cycle, watch_lag: lag, bind_delay: None });
+        }
+    }
+    let axes = Axes {
+        seeds: args.seeds.as_deref().map(parse_seeds).transpose()?.unwrap_or_default(),
+        paths: args.path.iter().map(|p| (*p).into()).collect(),
+        timings,
+    };
+    let names: Vec<String> = if args.compare.is_empty() {
+        strategy::NAMES.iter().map(|n| n.to_string()).collect()
+    } else {
+        args.compare.clone()
+    };
+    // Fail early on a bad policy file or name.
+    build(&args.policies, &names)?;
+    let make = || {
+        build(&args.policies, &names).map_err(|e| {
+            waterline_sim::report::ReportError::Scenario(waterline_sim::scenario::ScenarioError(
+                e.to_string(),
+            ))
+        })
+    };
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let rows = sweep(&refs, &axes, &parse_scenario, &make)?;
+    print!("{}", markdown(&rows));
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     match Args::parse().command {
         Command::Run(args) => run(args),
+        Command::Sweep(args) => sweep(args),
         Command::Import(args) => import(args),
         Command::Report(args) => {
             print!("{}", waterline_sim::report::simulation_md(&args.dirs, args.docs.as_deref())?);

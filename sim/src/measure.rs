@@ -4,9 +4,12 @@
 //! percentages of allocatable — a node is as hot as its hottest dimension. The field names of
 //! [`StrategySummary`] are summary.json's (documented in sim/README.md; stable).
 
+pub mod room;
+
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::Scenario;
+pub use room::{RoomVsDemand, room_vs_demand};
 
 /// p50 / p99 / max of a series.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -34,7 +37,11 @@ pub struct StrategySummary {
     pub pods_placed: usize,
     /// Pods still waiting for a node at the end.
     pub pods_pending_end: usize,
-    /// Pod-seconds spent waiting (queued or backing off), measured time only.
+    /// Pods that arrived to be scheduled and were never placed: still pending at the end,
+    /// or deleted while they waited.
+    pub pods_never_placed: usize,
+    /// Pod-seconds spent waiting for a node (from arrival to placement or deletion),
+    /// measured time only.
     pub pending_pod_seconds: f64,
     /// Scheduling attempts that found no node.
     pub unschedulable_attempts: usize,
@@ -60,6 +67,17 @@ pub struct StrategySummary {
     pub nodes_receiving_pods: usize,
     /// Placements from time 0 per node (every node listed), for agreement with real runs.
     pub placements_per_node: std::collections::BTreeMap<String, usize>,
+    /// At each decision from time 0: how many pods the scheduler had already placed whose
+    /// binding the pod watch had not yet delivered — the pods a strategy without Reserve
+    /// decides blind to (every strategy on the extender path; Crane and Trimaran on both).
+    pub unwatched_at_decision: Unwatched,
+}
+
+/// Mean and maximum of [`StrategySummary::unwatched_at_decision`] over the decisions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Unwatched {
+    pub mean: f64,
+    pub max: usize,
 }
 
 /// What summary.json holds.
@@ -73,7 +91,19 @@ pub struct Summary {
     pub nodes: usize,
     pub pods: usize,
     pub path: crate::strategy::Path,
+    /// The scenario's room under the threshold against its demand (room.rs).
+    pub room: RoomVsDemand,
+    /// The scheduler's timing of the run (cycle, bind delay, watch lag), in ms.
+    pub timing_ms: Timing,
     pub strategies: Vec<StrategySummary>,
+}
+
+/// The scheduler loop's timing of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    pub cycle: i64,
+    pub bind_delay: i64,
+    pub watch_lag: i64,
 }
 
 pub struct Recorder {
@@ -93,6 +123,11 @@ pub struct Recorder {
     pub placed: usize,
     pub placed_on_hot: usize,
     pub unschedulable_attempts: usize,
+    /// Pods that arrived without a node (the scheduler's to place).
+    pub to_schedule: usize,
+    unwatched_sum: usize,
+    unwatched_max: usize,
+    decisions: usize,
 }
 
 fn stddev_and_range(values: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
@@ -135,7 +170,18 @@ impl Recorder {
             placed: 0,
             placed_on_hot: 0,
             unschedulable_attempts: 0,
+            to_schedule: 0,
+            unwatched_sum: 0,
+            unwatched_max: 0,
+            decisions: 0,
         }
+    }
+
+    /// A decision from time 0 while `unwatched` placed pods were not yet in the pod watch.
+    pub fn decided_unwatched(&mut self, unwatched: usize) {
+        self.unwatched_sum += unwatched;
+        self.unwatched_max = self.unwatched_max.max(unwatched);
+        self.decisions += 1;
     }
 
     /// One sample: every node's (cpu %, memory %) and the pods waiting.
@@ -180,6 +226,7 @@ impl Recorder {
             pods_arrived: self.arrived,
             pods_placed: self.placed,
             pods_pending_end: pending_end,
+            pods_never_placed: self.to_schedule - self.placed.min(self.to_schedule),
             pending_pod_seconds: r2(self.pending),
             unschedulable_attempts: self.unschedulable_attempts,
             overload_node_seconds: r2(self.overload),
@@ -194,6 +241,10 @@ impl Recorder {
             nodes_in_use,
             nodes_receiving_pods: nodes_receiving,
             placements_per_node,
+            unwatched_at_decision: Unwatched {
+                mean: r2(self.unwatched_sum as f64 / self.decisions.max(1) as f64),
+                max: self.unwatched_max,
+            },
         }
     }
 }
@@ -201,39 +252,44 @@ impl Recorder {
 /// The Markdown table printed on stdout.
 pub fn table(summary: &Summary) -> String {
     let mut out = format!(
-        "### {} (seed {}, {} nodes, {} pods, {:?} path, threshold {} %, target {} %)\n\n",
+        "### {} (seed {}, {} nodes, {} pods, {:?} path, threshold {} %, target {} %; peak \
+         demand / room cpu {:.2}, memory {:.2})\n\n",
         summary.scenario,
         summary.seed,
         summary.nodes,
         summary.pods,
         summary.path,
         summary.threshold_pct,
-        summary.target_pct
+        summary.target_pct,
+        summary.room.cpu_peak,
+        summary.room.memory_peak,
     );
     out.push_str(
-        "| strategy | overload node·s | placed on hot | hottest p50 / p99 / max % | \
-         > target+10 node·s | cpu spread sd / range pp | mem spread sd / range pp | \
-         pending (end) | unschedulable tries | nodes in use / receiving |\n",
+        "| strategy | overload node·s | pending pod·s | never placed | placed on hot | hottest \
+         p50 / p99 / max % | > target+10 node·s | cpu / mem spread sd pp | pending (end) | \
+         unschedulable tries | nodes in use / receiving | unwatched at a decision, mean / max |\n",
     );
-    out.push_str("|---|---:|---:|---|---:|---|---|---:|---:|---|\n");
+    out.push_str("|---|---:|---:|---:|---:|---|---:|---|---:|---:|---|---|\n");
     for s in &summary.strategies {
         out.push_str(&format!(
-            "| {} | {:.0} | {} | {:.1} / {:.1} / {:.1} | {:.0} | {:.1} / {:.1} | {:.1} / {:.1} | {} | {} | {} / {} |\n",
+            "| {} | {:.0} | {:.0} | {} | {} | {:.1} / {:.1} / {:.1} | {:.0} | {:.1} / {:.1} | {} | {} | {} / {} | {:.1} / {} |\n",
             s.strategy,
             s.overload_node_seconds,
+            s.pending_pod_seconds,
+            s.pods_never_placed,
             s.placed_on_hot_nodes,
             s.hottest_pct.p50,
             s.hottest_pct.p99,
             s.hottest_pct.max,
             s.above_water_node_seconds,
             s.spread_cpu.stddev,
-            s.spread_cpu.range,
             s.spread_memory.stddev,
-            s.spread_memory.range,
             s.pods_pending_end,
             s.unschedulable_attempts,
             s.nodes_in_use,
             s.nodes_receiving_pods,
+            s.unwatched_at_decision.mean,
+            s.unwatched_at_decision.max,
         ));
     }
     out

@@ -61,6 +61,11 @@ pub struct SimPod {
     pub labels: BTreeMap<String, String>,
     /// `Deployment`'s pods are owned by a `ReplicaSet`; `DaemonSet` pods bypass load filters.
     pub owner_kind: String,
+    /// `namespace/name` of the ReplicaSet (StatefulSet, ReplicationController) that owns
+    /// the pod: one per pod group, an explicit pod's `owner`. kube-scheduler's default
+    /// spread constraints count a node's pods of the same controller. `None` for DaemonSet
+    /// and bare pods, which those constraints skip.
+    pub controller: Option<String>,
     pub requests: Resources,
     /// 0 means no limit.
     pub limits: Resources,

@@ -15,6 +15,11 @@
 //!
 //! `delay` shifts what every query sees into the past; an outage stops scrapes, rules and
 //! polls, so samples age in the strategy's view until it ends.
+//!
+//! Needs of the agents that bypass Prometheus (koordlet, metrics-server) are served by
+//! `agent.rs` from their own samples; Prometheus' delay and outages do not touch them.
+
+pub mod agent;
 
 use std::collections::VecDeque;
 
@@ -23,10 +28,27 @@ use waterline_core::{Millis, Sample};
 use crate::model::{Resources, SimTime, instant};
 use crate::scenario::Pipeline;
 use crate::strategy::{MetricKind, MetricNeed, Resource};
+use agent::{AgentSeries, report_phase};
 
 /// Prometheus' default lookback delta: an instant query finds a series' latest point only
 /// when it is at most this old.
 const LOOKBACK: SimTime = 5 * 60_000;
+
+/// The agents that sample nodes themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Agent {
+    Koordlet,
+    MetricsServer,
+}
+
+/// An agent's samples and how it was declared.
+struct AgentState {
+    series: AgentSeries,
+    /// The sampling interval (koordlet's collection, metrics-server's resolution).
+    every: Millis,
+    /// koordlet: (report interval, aggregation window).
+    report: Option<(Millis, Millis)>,
+}
 
 /// The rule groups, each with its own interval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,35 +98,50 @@ pub struct MetricsPipeline {
     nodes: Vec<NodeSeries>,
     keep_scrapes: SimTime,
     keep_steps: SimTime,
+    koordlet: Option<AgentState>,
+    metrics_server: Option<AgentState>,
+    seed: u64,
 }
 
+/// The window a Prometheus rule averages over (0 for the agents' kinds).
 fn window_of(kind: MetricKind) -> Millis {
     match kind {
-        MetricKind::Avg { window } | MetricKind::MaxOfAvg { window, .. } => window,
+        MetricKind::Avg { window }
+        | MetricKind::MaxOfAvg { window, .. }
+        | MetricKind::MeanPlusSigma { window, .. } => window,
+        MetricKind::Koordlet { .. } | MetricKind::MetricsServer { .. } => Millis(0),
     }
 }
 
 impl MetricsPipeline {
-    pub fn new(config: Pipeline, needs: Vec<MetricNeed>, allocatable: Vec<Resources>) -> Self {
+    /// `seed` places each node's koordlet reports on its own clock.
+    pub fn new(
+        config: Pipeline,
+        needs: Vec<MetricNeed>,
+        allocatable: Vec<Resources>,
+        seed: u64,
+    ) -> Self {
         let mut step_windows: Vec<Millis> = Vec::new();
         let step_of = needs
             .iter()
             .map(|n| match n.kind {
-                MetricKind::MaxOfAvg { window, .. } => {
+                MetricKind::MaxOfAvg { window, .. } | MetricKind::MeanPlusSigma { window, .. } => {
                     Some(step_windows.iter().position(|w| *w == window).unwrap_or_else(|| {
                         step_windows.push(window);
                         step_windows.len() - 1
                     }))
                 }
-                MetricKind::Avg { .. } => None,
+                _ => None,
             })
             .collect();
         let max_window = needs.iter().map(|n| window_of(n.kind).0).max().unwrap_or(0);
         let max_over = needs
             .iter()
             .filter_map(|n| match n.kind {
-                MetricKind::MaxOfAvg { over, .. } => Some(over.0),
-                MetricKind::Avg { .. } => None,
+                MetricKind::MaxOfAvg { over, .. } | MetricKind::MeanPlusSigma { over, .. } => {
+                    Some(over.0)
+                }
+                _ => None,
             })
             .max()
             .unwrap_or(0);
@@ -119,6 +156,24 @@ impl MetricsPipeline {
                 ..NodeSeries::default()
             })
             .collect();
+        let n = allocatable.len();
+        let koordlet = needs.iter().find_map(|need| match need.kind {
+            MetricKind::Koordlet { collect, report, window } => Some(AgentState {
+                series: AgentSeries::new(n, window),
+                every: collect,
+                report: Some((report, window)),
+            }),
+            _ => None,
+        });
+        let metrics_server = needs.iter().find_map(|need| match need.kind {
+            MetricKind::MetricsServer { resolution } => Some(AgentState {
+                // the last two scrapes
+                series: AgentSeries::new(n, Millis(2 * resolution.0 + 1)),
+                every: resolution,
+                report: None,
+            }),
+            _ => None,
+        });
         MetricsPipeline {
             config,
             needs,
@@ -128,7 +183,69 @@ impl MetricsPipeline {
             nodes,
             keep_scrapes,
             keep_steps,
+            koordlet,
+            metrics_server,
+            seed,
         }
+    }
+
+    /// Whether any need is computed by Prometheus (else nothing needs scraping).
+    pub fn uses_prometheus(&self) -> bool {
+        self.needs.iter().any(|n| n.kind.from_prometheus())
+    }
+
+    /// Whether need `n` is polled by the strategy's collector (koordlet pushes instead).
+    pub fn is_polled(&self, n: usize) -> bool {
+        !matches!(self.needs[n].kind, MetricKind::Koordlet { .. })
+    }
+
+    /// The agents in use and their sampling intervals.
+    pub fn agents(&self) -> Vec<(Agent, Millis)> {
+        let mut out = Vec::new();
+        if let Some(k) = &self.koordlet {
+            out.push((Agent::Koordlet, k.every));
+        }
+        if let Some(m) = &self.metrics_server {
+            out.push((Agent::MetricsServer, m.every));
+        }
+        out
+    }
+
+    /// An agent samples every node's instant usage at `t`.
+    pub fn sample(&mut self, agent: Agent, t: SimTime, usage: &[(f64, f64)]) {
+        let state = match agent {
+            Agent::Koordlet => self.koordlet.as_mut(),
+            Agent::MetricsServer => self.metrics_server.as_mut(),
+        };
+        if let Some(state) = state {
+            state.series.record(t, usage);
+        }
+    }
+
+    /// koordlet's report interval and node `i`'s phase in it, when koordlet is in use.
+    pub fn koordlet_schedule(&self, i: usize) -> Option<(Millis, SimTime)> {
+        let (report, _) = self.koordlet.as_ref()?.report?;
+        Some((report, report_phase(self.seed, i, report)))
+    }
+
+    /// Node `i`'s koordlet writes its NodeMetric at `t`: every koordlet need's sample of
+    /// that node is replaced. False when nothing was written (a gap, or no sample yet).
+    pub fn koordlet_report(&mut self, i: usize, t: SimTime) -> bool {
+        if self.config.koordlet_down_at(t) {
+            return false;
+        }
+        let Some(state) = &self.koordlet else { return false };
+        let Some((_, window)) = state.report else { return false };
+        let Some((cpu, memory)) = state.series.mean(i, t, window, self.allocatable[i]) else {
+            return false;
+        };
+        for (n, need) in self.needs.iter().enumerate() {
+            if matches!(need.kind, MetricKind::Koordlet { .. }) {
+                let value = pick(need.resource, Some(cpu), Some(memory)).unwrap_or(0.0);
+                self.nodes[i].samples[n] = Some(Sample { value, at: instant(t) });
+            }
+        }
+        true
     }
 
     pub fn needs(&self) -> &[MetricNeed] {
@@ -146,7 +263,7 @@ impl MetricsPipeline {
 
     /// Whether any need uses the given rule group.
     pub fn uses(&self, group: RuleGroup) -> bool {
-        self.needs.iter().any(|n| self.group_of(n.kind) == group)
+        self.needs.iter().any(|n| self.group_of(n.kind) == Some(group))
     }
 
     pub fn uses_steps(&self) -> bool {
@@ -161,11 +278,16 @@ impl MetricsPipeline {
         }
     }
 
-    fn group_of(&self, kind: MetricKind) -> RuleGroup {
+    fn group_of(&self, kind: MetricKind) -> Option<RuleGroup> {
         match kind {
-            MetricKind::Avg { .. } => RuleGroup::Avg,
-            MetricKind::MaxOfAvg { over, .. } if over.0 <= 3_600_000 => RuleGroup::Hour,
-            MetricKind::MaxOfAvg { .. } => RuleGroup::Day,
+            MetricKind::Avg { .. } => Some(RuleGroup::Avg),
+            MetricKind::MaxOfAvg { over, .. } | MetricKind::MeanPlusSigma { over, .. }
+                if over.0 <= 3_600_000 =>
+            {
+                Some(RuleGroup::Hour)
+            }
+            MetricKind::MaxOfAvg { .. } | MetricKind::MeanPlusSigma { .. } => Some(RuleGroup::Day),
+            MetricKind::Koordlet { .. } | MetricKind::MetricsServer { .. } => None,
         }
     }
 
@@ -233,7 +355,7 @@ impl MetricsPipeline {
         let seen = t - self.config.delay.0;
         for n in 0..self.needs.len() {
             let need = self.needs[n].clone();
-            if self.group_of(need.kind) != group {
+            if self.group_of(need.kind) != Some(group) {
                 continue;
             }
             for i in 0..self.nodes.len() {
@@ -250,6 +372,16 @@ impl MetricsPipeline {
                             .filter_map(|s| pick(need.resource, s.cpu, s.memory))
                             .reduce(f64::max)
                     }
+                    MetricKind::MeanPlusSigma { over, sigmas_x10, .. } => {
+                        let w = self.step_of[n].expect("the headroom metric has a step series");
+                        let values: Vec<f64> = self.nodes[i].steps[w]
+                            .iter()
+                            .filter(|s| s.t > seen - over.0 && s.t <= seen)
+                            .filter_map(|s| pick(need.resource, s.cpu, s.memory))
+                            .collect();
+                        mean_plus_sigma(&values, sigmas_x10 as f64 / 10.0)
+                    }
+                    MetricKind::Koordlet { .. } | MetricKind::MetricsServer { .. } => None,
                 };
                 if let Some(v) = value {
                     self.nodes[i].rules[n] = Some((v, t));
@@ -258,8 +390,11 @@ impl MetricsPipeline {
         }
     }
 
-    /// The collector polls need `n` at `t`; false when Prometheus did not answer.
+    /// The collector polls need `n` at `t`; false when its source did not answer.
     pub fn poll(&mut self, n: usize, t: SimTime) -> bool {
+        if let MetricKind::MetricsServer { .. } = self.needs[n].kind {
+            return self.poll_metrics_server(n, t);
+        }
         if self.config.down_at(t) {
             return false;
         }
@@ -273,10 +408,34 @@ impl MetricsPipeline {
         true
     }
 
+    /// metrics-server answers from its last two scrapes, Prometheus or not.
+    fn poll_metrics_server(&mut self, n: usize, t: SimTime) -> bool {
+        let Some(state) = &self.metrics_server else { return false };
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if let Some((cpu, memory)) = state.series.latest_rate(i, self.allocatable[i]) {
+                let value = pick(self.needs[n].resource, Some(cpu), Some(memory)).unwrap_or(0.0);
+                node.samples[n] = Some(Sample { value, at: instant(t) });
+            }
+        }
+        true
+    }
+
     /// The poll period of need `n` (the scenario may override every period).
     pub fn poll_period(&self, n: usize) -> Millis {
         self.config.poll_override.unwrap_or(self.needs[n].poll)
     }
+}
+
+/// `avg_over_time + k · stddev_over_time` (population deviation, as PromQL's); `None`
+/// without values.
+fn mean_plus_sigma(values: &[f64], k: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    Some(mean + k * var.sqrt())
 }
 
 fn pick(resource: Resource, cpu: Option<f64>, memory: Option<f64>) -> Option<f64> {

@@ -2,8 +2,10 @@
 //! `summary.json`, one `<label>.csv` time series per strategy, and the Markdown table.
 
 mod docs;
+pub mod sweep;
+pub mod target;
 
-pub use docs::{chosen_heatmaps, comparison, simulation_md};
+pub use docs::{chosen_heatmaps, comparison, read_summaries, run_verdict, simulation_md};
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -23,6 +25,10 @@ pub enum ReportError {
     DuplicateLabel(String),
     #[error("{path}: not a summary.json: {why}")]
     Summary { path: PathBuf, why: String },
+    #[error(transparent)]
+    Scenario(#[from] crate::scenario::ScenarioError),
+    #[error(transparent)]
+    Strategy(#[from] crate::strategy::StrategyError),
 }
 
 fn io(path: &FsPath) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
@@ -89,6 +95,12 @@ pub fn run_all(
         nodes: scenario.nodes.len(),
         pods: scenario.pods.len(),
         path: scenario.scheduler.path,
+        room: crate::measure::room_vs_demand(scenario),
+        timing_ms: crate::measure::Timing {
+            cycle: scenario.scheduler.cycle.0,
+            bind_delay: scenario.scheduler.bind_delay.0,
+            watch_lag: scenario.scheduler.watch_lag.0,
+        },
         strategies: results,
     };
     if let Some(dir) = out {

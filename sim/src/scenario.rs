@@ -5,6 +5,7 @@
 
 mod file;
 mod usage;
+pub mod volatile;
 
 pub use file::{ScenarioError, parse_scenario};
 pub use usage::{Background, Diurnal, PodUsage, Series};
@@ -74,6 +75,9 @@ pub struct Pipeline {
     pub poll_override: Option<Millis>,
     /// Prometheus unreachable: no scrapes, no rule evaluations, failed polls.
     pub outages: Vec<(SimTime, SimTime)>,
+    /// koordlet writes no NodeMetric (the agent down, or cut off from the API server); it
+    /// has nothing to do with Prometheus.
+    pub koordlet_gaps: Vec<(SimTime, SimTime)>,
 }
 
 impl Default for Pipeline {
@@ -87,6 +91,7 @@ impl Default for Pipeline {
             delay: Millis(0),
             poll_override: None,
             outages: Vec::new(),
+            koordlet_gaps: Vec::new(),
         }
     }
 }
@@ -94,6 +99,10 @@ impl Default for Pipeline {
 impl Pipeline {
     pub fn down_at(&self, t: SimTime) -> bool {
         self.outages.iter().any(|&(from, to)| from <= t && t < to)
+    }
+
+    pub fn koordlet_down_at(&self, t: SimTime) -> bool {
+        self.koordlet_gaps.iter().any(|&(from, to)| from <= t && t < to)
     }
 }
 
@@ -111,15 +120,78 @@ pub struct Scheduler {
     pub retry_interval: Millis,
 }
 
+/// The scheduler loop's timing when a scenario does not set it: the one place to change
+/// it. Placeholders until a measured set replaces them — the end-to-end runs on a real
+/// kube-apiserver and kube-scheduler (tests/e2e) saw bind 7–40 ms, pod watch 17–50 ms and
+/// scheduling cycles 12–45 ms for 30-pod bursts, and bind delays of hundreds of ms in
+/// 1,000-pod throughput runs; the sensitivity tables (`waterline-sim sweep`) show how much
+/// each result depends on them.
+pub mod default_timing {
+    use waterline_core::Millis;
+
+    /// One pod per cycle; kube-scheduler's cycle for one pod is milliseconds to tens of
+    /// milliseconds (the e2e's 12–45 ms), 10 ms on an idle control plane.
+    pub const CYCLE: Millis = Millis(10);
+    /// From the decision to the binding: an API round trip, slower under load.
+    pub const BIND_DELAY: Millis = Millis(100);
+    /// From a binding to the strategy's pod watch: a watch delivery plus the informer;
+    /// 500 ms is pessimistic for an idle control plane and optimistic for a loaded one.
+    pub const WATCH_LAG: Millis = Millis(500);
+    /// kube-scheduler's backoff for unschedulable pods is 1–10 s, but such a pod waits in
+    /// the unschedulable queue until a cluster event or `podMaxInUnschedulablePodsDuration`
+    /// (5 m); 30 s stands for the events a busy cluster produces.
+    pub const RETRY: Millis = Millis::from_secs(30);
+}
+
 impl Default for Scheduler {
     fn default() -> Self {
         Scheduler {
             path: Path::Plugin,
-            cycle: Millis(10),
-            bind_delay: Millis(100),
-            watch_lag: Millis(500),
-            retry_interval: Millis::from_secs(30),
+            cycle: default_timing::CYCLE,
+            bind_delay: default_timing::BIND_DELAY,
+            watch_lag: default_timing::WATCH_LAG,
+            retry_interval: default_timing::RETRY,
         }
+    }
+}
+
+/// Overrides of the scheduler's timing (`--timing cycle=40ms,watchLag=2s`): every field
+/// left `None` keeps the scenario's value.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timing {
+    pub cycle: Option<Millis>,
+    pub bind_delay: Option<Millis>,
+    pub watch_lag: Option<Millis>,
+}
+
+impl Timing {
+    pub fn apply(&self, s: &mut Scheduler) {
+        s.cycle = self.cycle.unwrap_or(s.cycle);
+        s.bind_delay = self.bind_delay.unwrap_or(s.bind_delay);
+        s.watch_lag = self.watch_lag.unwrap_or(s.watch_lag);
+    }
+
+    /// `cycle=10ms,bindDelay=100ms,watchLag=500ms`, any subset, in any order.
+    pub fn parse(text: &str) -> Result<Timing, ScenarioError> {
+        let mut t = Timing::default();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| ScenarioError(format!("--timing: '{part}' is not key=duration")))?;
+            let d = waterline_core::time::parse_duration(value.trim())
+                .map_err(|e| ScenarioError(format!("--timing {key}: {e}")))?;
+            match key.trim() {
+                "cycle" => t.cycle = Some(d),
+                "bindDelay" => t.bind_delay = Some(d),
+                "watchLag" => t.watch_lag = Some(d),
+                other => {
+                    return Err(ScenarioError(format!(
+                        "--timing: unknown key '{other}' (cycle, bindDelay, watchLag)"
+                    )));
+                }
+            }
+        }
+        Ok(t)
     }
 }
 
@@ -153,6 +225,8 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("metric-lag-60s", include_str!("../scenarios/metric-lag-60s.yaml")),
     ("metric-lag-5m", include_str!("../scenarios/metric-lag-5m.yaml")),
     ("prometheus-outage", include_str!("../scenarios/prometheus-outage.yaml")),
+    ("volatile-stream", include_str!("../scenarios/volatile-stream.yaml")),
+    ("volatile-bursts", include_str!("../scenarios/volatile-bursts.yaml")),
 ];
 
 /// A shipped scenario's text by name.

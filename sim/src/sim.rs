@@ -4,7 +4,7 @@
 //! gives one run.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ use waterline_peers::kube_default::{CpuMemory, non_zero_request};
 
 use crate::measure::{Recorder, StrategySummary};
 use crate::model::{Resources, SimPod, SimTime, instant};
-use crate::pipeline::{MetricsPipeline, RuleGroup};
+use crate::pipeline::{Agent, MetricsPipeline, RuleGroup};
 use crate::scenario::Scenario;
 use crate::strategy::{Cycle, NodeView, Path, PlacedPod, Strategy};
 
@@ -24,9 +24,11 @@ enum Event {
     Arrive(usize),
     Bind(usize),
     Scrape,
+    Sample(Agent),
     Step,
     Rule(RuleGroup),
     Poll(usize),
+    KoordletReport(usize),
     WatchBound(usize),
     WatchDeleted(usize, usize),
     Measure,
@@ -41,10 +43,10 @@ impl Event {
             Event::Delete(_) => 0,
             Event::Arrive(_) => 1,
             Event::Bind(_) => 2,
-            Event::Scrape => 3,
+            Event::Scrape | Event::Sample(_) => 3,
             Event::Step => 4,
             Event::Rule(_) => 5,
-            Event::Poll(_) => 6,
+            Event::Poll(_) | Event::KoordletReport(_) => 6,
             Event::WatchBound(_) => 7,
             Event::WatchDeleted(..) => 8,
             Event::Measure => 9,
@@ -70,6 +72,8 @@ struct NodeRt {
     running: Vec<(usize, SimTime)>,
     /// What the strategy may know (see strategy.rs).
     visible: Vec<PlacedPod>,
+    /// Assumed and bound pods per controller (`SimPod::controller`).
+    controllers: HashMap<String, i64>,
     received: bool,
     /// Placements from time 0.
     placements: usize,
@@ -87,12 +91,18 @@ pub struct Outputs<'a> {
 struct Sim<'s> {
     scenario: &'s Scenario,
     strategy: &'s mut dyn Strategy,
+    /// The path the strategy is wired through (`Strategy::path`).
+    path: Path,
     pipeline: MetricsPipeline,
     nodes: Vec<NodeRt>,
     pods: Vec<PodState>,
     queue: VecDeque<usize>,
     cycle_scheduled: bool,
-    backoff: usize,
+    /// Pods in `PodState::Pending`.
+    pending: usize,
+    /// Pods assumed or bound whose binding the pod watch has not delivered yet: what a
+    /// strategy without Reserve cannot see.
+    unwatched: usize,
     events: BinaryHeap<Reverse<(SimTime, u8, u64, Event)>>,
     seq: u64,
     rng: StdRng,
@@ -103,17 +113,20 @@ fn first_tick(from: SimTime, interval: i64) -> SimTime {
     from.div_euclid(interval) * interval + if from.rem_euclid(interval) == 0 { 0 } else { interval }
 }
 
+/// Node `i` as the strategy sees it; `controller` is the incoming pod's, if any.
 fn view<'a>(
     s: &'a Scenario,
     nodes: &'a [NodeRt],
     pipeline: &'a MetricsPipeline,
     i: usize,
+    controller: Option<&str>,
 ) -> NodeView<'a> {
     NodeView {
         name: &s.nodes[i].name,
         allocatable: s.nodes[i].allocatable,
         requested: nodes[i].requested,
         non_zero_requested: nodes[i].non_zero,
+        controller_pods: controller.and_then(|c| nodes[i].controllers.get(c)).copied().unwrap_or(0),
         metrics: pipeline.samples(i),
         pods: &nodes[i].visible,
     }
@@ -131,14 +144,17 @@ pub fn run(
     mut out: Outputs<'_>,
 ) -> StrategySummary {
     let needs = strategy.metrics();
+    let path = strategy.path(scenario.scheduler.path);
     let pipeline = MetricsPipeline::new(
         scenario.pipeline.clone(),
         needs,
         scenario.nodes.iter().map(|n| n.allocatable).collect(),
+        scenario.seed,
     );
     let mut sim = Sim {
         scenario,
         strategy,
+        path,
         pipeline,
         nodes: scenario
             .nodes
@@ -148,6 +164,7 @@ pub fn run(
                 non_zero: Resources::default(),
                 running: Vec::new(),
                 visible: Vec::new(),
+                controllers: HashMap::new(),
                 received: false,
                 placements: 0,
             })
@@ -155,7 +172,8 @@ pub fn run(
         pods: vec![PodState::Waiting; scenario.pods.len()],
         queue: VecDeque::new(),
         cycle_scheduled: false,
-        backoff: 0,
+        pending: 0,
+        unwatched: 0,
         events: BinaryHeap::new(),
         seq: 0,
         rng: StdRng::seed_from_u64(scenario.seed ^ 0x005E_ED0F_71E5),
@@ -191,7 +209,17 @@ impl Sim<'_> {
     fn start(&mut self) {
         let t0 = -self.scenario.warmup.0;
         let p = &self.scenario.pipeline;
-        self.at(first_tick(t0, p.scrape_interval.0), Event::Scrape);
+        if self.pipeline.uses_prometheus() {
+            self.at(first_tick(t0, p.scrape_interval.0), Event::Scrape);
+        }
+        for (agent, every) in self.pipeline.agents() {
+            self.at(first_tick(t0, every.0), Event::Sample(agent));
+        }
+        for i in 0..self.nodes.len() {
+            if let Some((report, phase)) = self.pipeline.koordlet_schedule(i) {
+                self.at(first_tick(t0 - phase, report.0) + phase, Event::KoordletReport(i));
+            }
+        }
         if self.pipeline.uses_steps() {
             self.at(first_tick(t0, p.subquery_step.0), Event::Step);
         }
@@ -202,6 +230,9 @@ impl Sim<'_> {
             }
         }
         for n in 0..self.pipeline.needs().len() {
+            if !self.pipeline.is_polled(n) {
+                continue;
+            }
             let period = self.pipeline.poll_period(n).0;
             self.at(first_tick(t0, period), Event::Poll(n));
         }
@@ -258,6 +289,22 @@ impl Sim<'_> {
                 self.pipeline.scrape(t, &usage);
                 self.at(t + s.pipeline.scrape_interval.0, Event::Scrape);
             }
+            Event::Sample(agent) => {
+                let usage: Vec<(f64, f64)> =
+                    (0..self.nodes.len()).map(|i| self.node_usage(i, t)).collect();
+                self.pipeline.sample(agent, t, &usage);
+                let every = self.pipeline.agents().iter().find(|(a, _)| *a == agent).map(|a| a.1);
+                self.at(t + every.map_or(1000, |e| e.0), Event::Sample(agent));
+            }
+            Event::KoordletReport(i) => {
+                if self.pipeline.koordlet_report(i, t) {
+                    let v = view(s, &self.nodes, &self.pipeline, i, None);
+                    self.strategy.on_metrics(instant(t), &[v]);
+                }
+                if let Some((report, _)) = self.pipeline.koordlet_schedule(i) {
+                    self.at(t + report.0, Event::KoordletReport(i));
+                }
+            }
             Event::Step => {
                 self.pipeline.step(t);
                 self.at(t + s.pipeline.subquery_step.0, Event::Step);
@@ -280,8 +327,7 @@ impl Sim<'_> {
                         let _ = writeln!(csv, "{},{},{cpu:.3},{memory:.3}", t / 1000, node.name);
                     }
                 }
-                let pending = self.queue.len() + self.backoff;
-                self.recorder.record(&utils, pending);
+                self.recorder.record(&utils, self.pending);
                 if let Some(progress) = out.progress.as_mut() {
                     progress(t);
                 }
@@ -299,12 +345,13 @@ impl Sim<'_> {
                     }
                     None => {
                         self.pods[p] = PodState::Pending;
+                        self.pending += 1;
+                        self.recorder.to_schedule += 1;
                         self.enqueue(t, p);
                     }
                 }
             }
             Event::Retry(p) => {
-                self.backoff -= 1;
                 if self.pods[p] == PodState::Pending {
                     self.enqueue(t, p);
                 }
@@ -312,9 +359,10 @@ impl Sim<'_> {
             Event::Cycle => self.cycle(t),
             Event::Bind(p) => self.bind(t, p),
             Event::WatchBound(p) => {
+                self.unwatched -= 1;
                 let PodState::Running { node, assigned, start } = self.pods[p] else { return };
                 let pod = self.pod(p);
-                if s.scheduler.path == Path::Extender {
+                if self.path == Path::Extender {
                     self.nodes[node].visible.push(PlacedPod {
                         pod: pod.clone(),
                         assigned_at: instant(assigned),
@@ -325,7 +373,7 @@ impl Sim<'_> {
             }
             Event::WatchDeleted(p, node) => {
                 let pod = self.pod(p);
-                if s.scheduler.path == Path::Extender {
+                if self.path == Path::Extender {
                     self.nodes[node].visible.retain(|v| v.pod.uid != pod.uid);
                 }
                 self.strategy.on_deleted(instant(t), &pod, &s.nodes[node].name);
@@ -337,7 +385,7 @@ impl Sim<'_> {
     fn strategy_on_metrics(&mut self, t: SimTime) {
         let s = self.scenario;
         let views: Vec<NodeView<'_>> =
-            (0..self.nodes.len()).map(|i| view(s, &self.nodes, &self.pipeline, i)).collect();
+            (0..self.nodes.len()).map(|i| view(s, &self.nodes, &self.pipeline, i, None)).collect();
         self.strategy.on_metrics(instant(t), &views);
     }
 
@@ -364,7 +412,7 @@ impl Sim<'_> {
                     .fits_in(self.scenario.nodes[i].allocatable)
             })
             .collect();
-        let cycle = Cycle { now: instant(t), path: self.scenario.scheduler.path };
+        let cycle = Cycle { now: instant(t), path: self.path };
         let chosen = if fit.is_empty() { None } else { self.choose(&cycle, &pod, &fit) };
         match chosen {
             Some(node) => {
@@ -372,12 +420,14 @@ impl Sim<'_> {
                 if t >= 0 && cpu.max(memory) > self.scenario.threshold {
                     self.recorder.placed_on_hot += 1;
                 }
+                if t >= 0 {
+                    self.recorder.decided_unwatched(self.unwatched);
+                }
                 self.assume(t, p, node, true);
                 self.at(t + self.scenario.scheduler.bind_delay.0, Event::Bind(p));
             }
             None => {
                 self.recorder.unschedulable_attempts += 1;
-                self.backoff += 1;
                 self.at(t + self.scenario.scheduler.retry_interval.0, Event::Retry(p));
             }
         }
@@ -387,7 +437,8 @@ impl Sim<'_> {
     fn choose(&mut self, cycle: &Cycle, pod: &SimPod, fit: &[usize]) -> Option<usize> {
         let s = self.scenario;
         let (nodes, pipeline) = (&self.nodes, &self.pipeline);
-        let make = |i: usize| view(s, nodes, pipeline, i);
+        let controller = pod.controller.as_deref();
+        let make = |i: usize| view(s, nodes, pipeline, i, controller);
         let views: Vec<NodeView<'_>> = fit.iter().map(|&i| make(i)).collect();
         let verdicts = self.strategy.filter(cycle, pod, &views);
         let feasible: Vec<usize> =
@@ -409,7 +460,14 @@ impl Sim<'_> {
         let n = &mut self.nodes[node];
         n.requested = n.requested.plus(pod.requests);
         n.non_zero = n.non_zero.plus(nz(pod.requests));
+        if let Some(c) = &pod.controller {
+            *n.controllers.entry(c.clone()).or_default() += 1;
+        }
+        if self.pods[p] == PodState::Pending {
+            self.pending -= 1;
+        }
         self.pods[p] = PodState::Assumed { node, at: t };
+        self.unwatched += 1;
         if scheduled {
             if t >= 0 {
                 n.received = true;
@@ -417,7 +475,7 @@ impl Sim<'_> {
             }
             self.recorder.placed += 1;
         }
-        if self.scenario.scheduler.path == Path::Plugin {
+        if self.path == Path::Plugin {
             n.visible.push(PlacedPod { pod: pod.clone(), assigned_at: instant(t), bound_at: None });
             if scheduled {
                 self.strategy.on_reserve(instant(t), &pod, &self.scenario.nodes[node].name);
@@ -440,18 +498,31 @@ impl Sim<'_> {
     fn delete(&mut self, t: SimTime, p: usize) {
         let node = match self.pods[p] {
             PodState::Waiting | PodState::Pending | PodState::Gone => {
+                if self.pods[p] == PodState::Pending {
+                    self.pending -= 1;
+                }
                 self.pods[p] = PodState::Gone;
                 return;
             }
-            PodState::Assumed { node, .. } | PodState::Running { node, .. } => node,
+            PodState::Assumed { node, .. } => {
+                // never bound: no watch delivery will come for it
+                self.unwatched -= 1;
+                node
+            }
+            PodState::Running { node, .. } => node,
         };
         self.pods[p] = PodState::Gone;
         let pod = self.pod(p);
         let n = &mut self.nodes[node];
         n.requested = n.requested.minus(pod.requests);
         n.non_zero = n.non_zero.minus(nz(pod.requests));
+        if let Some(c) = &pod.controller
+            && let Some(count) = n.controllers.get_mut(c)
+        {
+            *count -= 1;
+        }
         n.running.retain(|&(q, _)| q != p);
-        if self.scenario.scheduler.path == Path::Plugin {
+        if self.path == Path::Plugin {
             n.visible.retain(|v| v.pod.uid != pod.uid);
         }
         self.at(t + self.scenario.scheduler.watch_lag.0, Event::WatchDeleted(p, node));

@@ -14,18 +14,21 @@
 mod crane;
 mod koordinator;
 mod kube_default;
+pub mod profile;
 mod trimaran;
+pub mod variants;
 mod waterline;
 
 pub use crane::Crane;
-pub use koordinator::Koordinator;
+pub use koordinator::{Koordinator, Koordlet};
 pub use kube_default::KubeDefault;
-pub use trimaran::TargetLoadPacking;
+pub use profile::{Profiled, SchedulerProfile};
+pub use trimaran::{Provider, TargetLoadPacking};
 pub use waterline::Waterline;
 
 use std::sync::Arc;
 
-use waterline_core::{Millis, Sample, UnixMillis};
+use waterline_core::{Millis, Policy, Sample, UnixMillis};
 
 use crate::model::{Resources, SimPod};
 
@@ -55,6 +58,27 @@ pub enum MetricKind {
     /// A recording rule `max_over_time((Avg{window})[over:step])` (a subquery at the
     /// pipeline's step).
     MaxOfAvg { window: Millis, over: Millis },
+    /// A recording rule `avg_over_time(A[over:step]) + k · stddev_over_time(A[over:step])`
+    /// with `A` the `window` average and `k = sigmas_x10 / 10` (a sim-only variant's
+    /// headroom metric; the subquery as for [`MetricKind::MaxOfAvg`]).
+    MeanPlusSigma { window: Millis, over: Millis, sigmas_x10: i64 },
+    /// koordlet's NodeMetric, no Prometheus (pipeline/agent.rs): the node's usage sampled
+    /// every `collect`, the mean over the last `window` reported every `report` on each
+    /// node's own clock. Not polled: a report reaches the strategy when it is written.
+    Koordlet { collect: Millis, report: Millis, window: Millis },
+    /// metrics-server's NodeMetrics, no Prometheus (pipeline/agent.rs): kubelets scraped
+    /// every `resolution`; cpu the rate between the last two scrapes, memory the last one.
+    MetricsServer { resolution: Millis },
+}
+
+impl MetricKind {
+    /// Whether Prometheus computes it (and its delay and outages apply).
+    pub fn from_prometheus(self) -> bool {
+        matches!(
+            self,
+            MetricKind::Avg { .. } | MetricKind::MaxOfAvg { .. } | MetricKind::MeanPlusSigma { .. }
+        )
+    }
 }
 
 /// One metric a strategy reads: the pipeline records it and polls it every `poll`.
@@ -89,6 +113,10 @@ pub struct NodeView<'a> {
     /// The same sum with kube-scheduler's defaults for unset requests (100m cpu, 200 MiB
     /// memory per pod): `NodeInfo.NonZeroRequested`, what LeastAllocated scores.
     pub non_zero_requested: Resources,
+    /// Pods in the scheduler's cache on this node owned by the incoming pod's controller
+    /// ([`SimPod::controller`]): what PodTopologySpread's default constraints count. 0 for
+    /// a pod without a controller and outside a scheduling cycle.
+    pub controller_pods: i64,
     /// The latest polled sample of each of the strategy's metrics, in the order of
     /// [`Strategy::metrics`]; `None` until the first poll that had a value. A sample's `at`
     /// is the poll time, as an instant query's answer carries.
@@ -109,6 +137,13 @@ pub struct Cycle {
 pub trait Strategy {
     /// Label in tables, file names and summary.json.
     fn label(&self) -> &str;
+
+    /// The path it is wired through when the scenario runs on `scenario` (waterline's
+    /// install path). A peer that ships only as a plugin of its own scheduler runs on the
+    /// plugin path whatever the scenario says: the scenario's path is waterline's.
+    fn path(&self, scenario: Path) -> Path {
+        scenario
+    }
 
     /// The metrics its pipeline must produce (empty: request-based only).
     fn metrics(&self) -> Vec<MetricNeed> {
@@ -154,25 +189,95 @@ pub trait Strategy {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StrategyError {
-    #[error("unknown strategy '{0}' (known: {known})", known = NAMES.join(", "))]
+    #[error("unknown strategy '{0}' (known: {known}; ablation variants: {variants})",
+        known = NAMES.join(", "),
+        variants = variants::VARIANTS.iter().map(|v| v.0).collect::<Vec<_>>().join(", "))]
     Unknown(String),
     #[error("policy {label}: {message}")]
     Policy { label: String, message: String },
 }
 
-/// The strategies [`by_name`] knows.
-pub const NAMES: &[&str] = &["waterline", "kube-default", "crane", "trimaran-tlp", "koordinator"];
+/// The strategies [`by_name`] knows, each as its users deploy it (peers/README.md, "Profiles
+/// and pipelines", cites every choice).
+pub const NAMES: &[&str] = &[
+    "waterline",
+    "kube-default",
+    "crane",
+    "crane-dynamic",
+    "trimaran-tlp",
+    "trimaran-tlp-prom",
+    "koordinator",
+    "koord-scheduler",
+];
 
-/// The strategy called `name`, built with its defaults (`waterline`: the default policy).
-pub fn by_name(name: &str) -> Result<Box<dyn Strategy>, StrategyError> {
-    match name {
-        "waterline" => {
-            Ok(Box::new(Waterline::new("waterline", waterline_core::Policy::default())?))
-        }
-        "kube-default" => Ok(Box::new(KubeDefault::new())),
-        "crane" => Ok(Box::new(Crane::new())),
-        "trimaran-tlp" => Ok(Box::new(TargetLoadPacking::new())),
-        "koordinator" => Ok(Box::new(Koordinator::new())),
-        other => Err(StrategyError::Unknown(other.to_owned())),
+/// waterline's own profiles, the same on both paths: deploy/scheduler/kube-scheduler-config.yaml
+/// (extender, `weight: 5`) and deploy/overlays/plugin/kube-scheduler-config.yaml (plugin,
+/// `weight: 5`) disable NodeResourcesFit's and NodeResourcesBalancedAllocation's scoring
+/// and keep the other defaults, of which PodTopologySpread (× 2) scores differently here.
+pub fn waterline_profile() -> SchedulerProfile {
+    use waterline_peers::profile::{Profile, ScorePlugin};
+    SchedulerProfile {
+        weight: 5,
+        in_tree: Profile::kube_default_without(&[
+            ScorePlugin::LeastAllocated { cpu_weight: 1, memory_weight: 1 },
+            ScorePlugin::BalancedAllocation,
+        ]),
     }
+}
+
+/// waterline with `policy`, labelled `label`, in its shipped profile.
+pub fn waterline_deployed(label: &str, policy: Policy) -> Result<Box<dyn Strategy>, StrategyError> {
+    let inner = Waterline::new(label, policy)?;
+    Ok(Box::new(Profiled::new(label, Box::new(inner), waterline_profile())))
+}
+
+/// The strategy called `name`, as [`NAMES`] documents it (`waterline`: the default policy).
+pub fn by_name(name: &str) -> Result<Box<dyn Strategy>, StrategyError> {
+    use waterline_peers::koordinator::Args as KoordArgs;
+    use waterline_peers::profile::{Profile, ScorePlugin};
+    use waterline_peers::trimaran::Args as TlpArgs;
+    let profiled = |label: &str, inner: Box<dyn Strategy>, weight: i64, in_tree: Profile| {
+        Box::new(Profiled::new(label, inner, SchedulerProfile { weight, in_tree }))
+            as Box<dyn Strategy>
+    };
+    // manifests/trimaran/scheduler-config.yaml (scheduler-plugins): TargetLoadPacking × 1
+    // with `defaultRequestsMultiplier: "1"`, `targetUtilization: 40`; it disables
+    // NodeResourcesBalancedAllocation and "NodeResourcesLeastAllocated" — a plugin that no
+    // longer exists in its v1beta3 config, so NodeResourcesFit keeps scoring.
+    let tlp_profile = || Profile::kube_default_without(&[ScorePlugin::BalancedAllocation]);
+    let tlp_args = TlpArgs { default_requests_multiplier: 1.0, ..TlpArgs::default() };
+    Ok(match name {
+        "waterline" => waterline_deployed("waterline", Policy::default())?,
+        "kube-default" => Box::new(KubeDefault::new()),
+        // gocrane/helm-charts charts/scheduler/templates/scheduler-configmap.yaml (v1beta2):
+        // Dynamic enabled at filter and score with weight 3, the defaults kept.
+        "crane" => profiled("crane", Box::<Crane>::default(), 3, Profile::kube_default()),
+        // The plugin alone: every other score plugin disabled.
+        "crane-dynamic" => {
+            profiled("crane-dynamic", Box::<Crane>::default(), 1, Profile::default())
+        }
+        "trimaran-tlp" => {
+            let inner = TargetLoadPacking::with_args(tlp_args, Provider::metrics_server());
+            profiled("trimaran-tlp", Box::new(inner), 1, tlp_profile())
+        }
+        "trimaran-tlp-prom" => {
+            let inner = TargetLoadPacking::with_args(tlp_args, Provider::Prometheus);
+            profiled("trimaran-tlp-prom", Box::new(inner), 1, tlp_profile())
+        }
+        "koordinator" => Box::new(Koordinator::new()),
+        // koordinator-sh/charts versions/v1.8.0/templates/koord-scheduler-config.yaml: the
+        // defaults kept (NodeResourcesFit LeastAllocated over cpu 1 / memory 1 and the batch
+        // resources, which the simulator's nodes do not have), LoadAwareScheduling × 1 with
+        // the chart's args, NodeNUMAResource × 1 (DeviceShare, Reservation, Coscheduling add
+        // the same to every node here).
+        "koord-scheduler" => {
+            let inner = Koordinator::with_args(KoordArgs::koord_scheduler_chart());
+            let in_tree = Profile::kube_default().with(ScorePlugin::KoordNodeNumaResource, 1);
+            profiled("koord-scheduler", Box::new(inner), 1, in_tree)
+        }
+        other => match variants::by_name(other) {
+            Some(variant) => variant?,
+            None => return Err(StrategyError::Unknown(other.to_owned())),
+        },
+    })
 }

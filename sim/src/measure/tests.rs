@@ -17,6 +17,11 @@ fn measures_of_a_hand_made_trace() {
     r.record(&[(60.0, 55.0), (20.0, 10.0)], 1);
     r.record(&[(40.0, 80.0), (50.0, 52.0)], 0);
     r.placed_on_hot = 1;
+    // 5 pods to schedule, 3 placed; decisions with 0, 3 and 1 unwatched pods
+    (r.to_schedule, r.placed) = (5, 3);
+    for n in [0, 3, 1] {
+        r.decided_unwatched(n);
+    }
     let s = r.finish("x".into(), 0, 2, 1, [("a".to_string(), 1)].into());
     // node utilisation = max(cpu, mem): 70/30, 60/20, 80/52.
     // above 65: a at samples 1 and 3 → 2 × 10 s
@@ -42,4 +47,7 @@ fn measures_of_a_hand_made_trace() {
     assert_eq!(s.pending_pod_seconds, 30.0);
     assert_eq!(s.placed_on_hot_nodes, 1);
     assert_eq!((s.nodes_in_use, s.nodes_receiving_pods), (2, 1));
+    assert_eq!(s.pods_never_placed, 5 - 3);
+    // (0 + 3 + 1) / 3 = 1.33
+    assert_eq!(s.unwatched_at_decision, Unwatched { mean: 1.33, max: 3 });
 }

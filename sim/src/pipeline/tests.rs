@@ -13,7 +13,7 @@ fn drive(config: Pipeline, resource: Resource, from: i64, to: i64) -> Vec<(i64, 
         kind: MetricKind::Avg { window: Millis::from_mins(5) },
         poll: Millis::from_secs(30),
     };
-    let mut p = MetricsPipeline::new(config, vec![need], vec![Resources::new(1000, 1000)]);
+    let mut p = MetricsPipeline::new(config, vec![need], vec![Resources::new(1000, 1000)], 1);
     let mut seen = Vec::new();
     let mut t = -20 * MIN;
     while t <= to {
@@ -81,7 +81,7 @@ fn an_outage_freezes_the_samples_which_then_age() {
         kind: MetricKind::Avg { window: Millis::from_mins(5) },
         poll: Millis::from_secs(30),
     };
-    let mut p = MetricsPipeline::new(config, vec![need], vec![Resources::new(1000, 1000)]);
+    let mut p = MetricsPipeline::new(config, vec![need], vec![Resources::new(1000, 1000)], 1);
     let mut t = -10 * MIN;
     while t <= 8 * MIN + 30_000 {
         p.scrape(t, &[(500.0, 500.0)]);
@@ -111,7 +111,7 @@ fn the_hour_maximum_keeps_a_spike_of_the_5m_average() {
         poll: Millis::from_mins(1),
     };
     let mut p =
-        MetricsPipeline::new(Pipeline::default(), vec![need], vec![Resources::new(1000, 1000)]);
+        MetricsPipeline::new(Pipeline::default(), vec![need], vec![Resources::new(1000, 1000)], 1);
     let mut t = 0;
     while t <= 40 * MIN {
         // 900 bytes between 10 m and 20 m, 100 otherwise
@@ -126,4 +126,13 @@ fn the_hour_maximum_keeps_a_spike_of_the_5m_average() {
     }
     // The 5 m average was 90 % from 15 m to 20 m; 20 minutes later the 1 h max still says so.
     assert!((p.samples(0)[0].unwrap().value - 90.0).abs() < 1e-9);
+}
+
+#[test]
+fn mean_plus_sigma_is_promql_s_population_deviation() {
+    // values 10, 20, 30, 40: mean 25, variance (225 + 25 + 25 + 225) / 4 = 125, sd 11.18
+    let v = mean_plus_sigma(&[10.0, 20.0, 30.0, 40.0], 2.0).unwrap();
+    assert!((v - (25.0 + 2.0 * 125f64.sqrt())).abs() < 1e-9, "{v}");
+    assert_eq!(mean_plus_sigma(&[7.0], 3.0), Some(7.0));
+    assert_eq!(mean_plus_sigma(&[], 1.0), None);
 }

@@ -52,14 +52,17 @@ fn rgb((r, g, b): (u8, u8, u8)) -> RGBColor {
 }
 
 /// One colour per strategy, the same in every chart and every scenario for the shipped
-/// labels.
+/// labels; a peer's variant in a lighter or darker shade of the peer's own.
 fn strategy_colour(label: &str, index: usize) -> RGBColor {
     match label {
         "waterline" => RGBColor(0x1f, 0x77, 0xb4),
         "kube-default" => RGBColor(0x7f, 0x7f, 0x7f),
         "crane" => RGBColor(0xff, 0x7f, 0x0e),
+        "crane-dynamic" => RGBColor(0xff, 0xbb, 0x78),
         "trimaran-tlp" => RGBColor(0x2c, 0xa0, 0x2c),
+        "trimaran-tlp-prom" => RGBColor(0x98, 0xdf, 0x8a),
         "koordinator" => RGBColor(0x94, 0x67, 0xbd),
+        "koord-scheduler" => RGBColor(0xc5, 0xb0, 0xd5),
         "old-weighted-mean" => RGBColor(0x17, 0xbe, 0xcf),
         _ => [
             RGBColor(0xd6, 0x27, 0x28),

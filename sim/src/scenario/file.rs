@@ -1,155 +1,111 @@
 //! The scenario file (YAML, documented in sim/README.md). Parsed with serde_path_to_error so
 //! a bad value is reported with its path and line (`nodeGroups[0].cpu: … (line 7)`), as
-//! core's policy file is; generators are expanded here with the scenario's seed.
+//! core's policy file is; generators are expanded here with the scenario's seed. The file's
+//! shape is `schema.rs`; this module turns it into a [`Scenario`], one section at a time.
+
+mod schema;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Deserializer, de::Error as _};
 use waterline_core::Millis;
-use waterline_core::time::parse_duration;
 use waterline_core::yaml::{ByteQuantity, CpuQuantity};
 
+use super::volatile::{Dwell, Volatile};
 use super::*;
 use crate::model::{Resources, SimPod};
+use schema::*;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("invalid scenario: {0}")]
 pub struct ScenarioError(pub String);
 
-/// A duration such as `30s` or `1h30m`; zero allowed, and a leading `-` for times in the
-/// warm-up before 0.
-#[derive(Clone, Copy, Debug)]
-struct Duration(Millis);
-
-impl<'de> Deserialize<'de> for Duration {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        let (sign, body) = match text.trim().strip_prefix('-') {
-            Some(rest) => (-1, rest),
-            None => (1, text.trim()),
-        };
-        parse_duration(body).map(|m| Duration(Millis(sign * m.0))).map_err(D::Error::custom)
-    }
-}
-
-/// A number, or `{min, max}` drawn uniformly per node or pod.
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(untagged)]
-enum Level {
-    Fixed(f64),
-    Range { min: f64, max: f64 },
-}
-
-impl Level {
-    fn draw(self, rng: &mut StdRng) -> f64 {
-        match self {
-            Level::Fixed(v) => v,
-            Level::Range { min, max } if max > min => rng.random_range(min..max),
-            Level::Range { min, .. } => min,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct DiurnalFile {
-    amplitude: f64,
-    period: Option<Duration>,
-    peak: Duration,
-}
-
-impl DiurnalFile {
-    fn resolve(&self) -> Diurnal {
-        Diurnal {
-            amplitude: self.amplitude,
-            period: self.period.map_or(Millis::from_mins(24 * 60), |p| p.0),
-            peak: self.peak.0.0,
-        }
-    }
-}
-
-/// `[[time, value], ...]` with times as durations.
-type PointsFile<V> = Vec<(Duration, V)>;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct BackgroundSeriesFile {
-    cpu: Option<PointsFile<f64>>,
-    memory: Option<PointsFile<f64>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct BackgroundFile {
-    /// Percent of allocatable.
-    cpu: Option<Level>,
-    memory: Option<Level>,
-    diurnal: Option<DiurnalFile>,
-    series: Option<BackgroundSeriesFile>,
-}
-
 fn series<V: Copy>(points: &Option<PointsFile<V>>, value: impl Fn(V) -> f64) -> Option<Series> {
     points.as_ref().map(|p| Series(p.iter().map(|(t, v)| (t.0.0, value(*v))).collect()))
 }
 
-impl BackgroundFile {
-    fn resolve(&self, rng: &mut StdRng) -> Background {
-        Background {
-            cpu_pct: self.cpu.map_or(0.0, |l| l.draw(rng)),
-            memory_pct: self.memory.map_or(0.0, |l| l.draw(rng)),
-            diurnal: self.diurnal.as_ref().map(DiurnalFile::resolve),
-            cpu_series: self.series.as_ref().and_then(|s| series(&s.cpu, |v| v)),
-            memory_series: self.series.as_ref().and_then(|s| series(&s.memory, |v| v)),
+impl DwellFile {
+    fn resolve(&self) -> Dwell {
+        match self {
+            DwellFile::LogNormal(d) => Dwell::LogNormal { median: d.median.0, sigma: d.sigma },
+            DwellFile::Pareto(d) => Dwell::Pareto { min: d.min.0, alpha: d.alpha },
         }
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct NodeGroupFile {
-    count: usize,
-    prefix: String,
-    cpu: CpuQuantity,
-    memory: ByteQuantity,
-    background: Option<BackgroundFile>,
+impl VolatileFile {
+    fn resolve(&self, rng: &mut StdRng) -> Volatile {
+        let noise = self.noise.as_ref();
+        Volatile {
+            idle: (self.idle.cpu.draw(rng), self.idle.memory.draw(rng)),
+            busy: (self.busy.cpu.draw(rng), self.busy.memory.draw(rng)),
+            idle_dwell: self.idle_dwell.resolve(),
+            busy_dwell: self.busy_dwell.resolve(),
+            max_dwell: self.max_dwell.map_or(Millis::from_mins(6 * 60), |d| d.0),
+            ramp: self.ramp.map_or(Millis::from_mins(1), |d| d.0),
+            noise: (
+                noise.and_then(|n| n.cpu).unwrap_or(0.0),
+                noise.and_then(|n| n.memory).unwrap_or(0.0),
+            ),
+            correlation: noise.and_then(|n| n.correlation).map_or(Millis::from_mins(5), |d| d.0),
+            step: self.step.map_or(Millis::from_secs(30), |d| d.0),
+        }
+    }
+
+    /// Errors in values serde accepted: named by field, at the line of `needle`.
+    fn check(&self, at: &Located<'_>, field: &str) -> Result<(), ScenarioError> {
+        for (name, dwell) in [("idleDwell", &self.idle_dwell), ("busyDwell", &self.busy_dwell)] {
+            let bad = match dwell {
+                DwellFile::LogNormal(d) => d.median.0.0 <= 0 || d.sigma < 0.0,
+                DwellFile::Pareto(d) => d.min.0.0 <= 0 || d.alpha <= 0.0,
+            };
+            if bad {
+                let message = "median / min must be longer than zero, sigma ≥ 0, alpha > 0";
+                return Err(at.error(&format!("{field}.volatile.{name}"), message, name));
+            }
+        }
+        if self.step.is_some_and(|s| s.0.0 < 1000) {
+            let message = "must be at least 1s";
+            return Err(at.error(&format!("{field}.volatile.step"), message, "step:"));
+        }
+        Ok(())
+    }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct NodeFile {
-    name: String,
-    cpu: CpuQuantity,
-    memory: ByteQuantity,
-    background: Option<BackgroundFile>,
-}
+impl BackgroundFile {
+    /// `span`: the run from the start of the warm-up to the end, which a volatile
+    /// background's series covers.
+    fn resolve(&self, rng: &mut StdRng, span: (SimTime, SimTime)) -> Background {
+        let (mut cpu_series, mut memory_series) = (
+            self.series.as_ref().and_then(|s| series(&s.cpu, |v| v)),
+            self.series.as_ref().and_then(|s| series(&s.memory, |v| v)),
+        );
+        if let Some(v) = &self.volatile {
+            let (cpu, memory) = v.resolve(rng).generate(rng, span.0, span.1);
+            cpu_series = Some(cpu);
+            memory_series = Some(memory);
+        }
+        Background {
+            cpu_pct: self.cpu.map_or(0.0, |l| l.draw(rng)),
+            memory_pct: self.memory.map_or(0.0, |l| l.draw(rng)),
+            diurnal: self.diurnal.as_ref().map(DiurnalFile::resolve),
+            cpu_series,
+            memory_series,
+        }
+    }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct LimitsFile {
-    cpu: Option<CpuQuantity>,
-    memory: Option<ByteQuantity>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct UsageSeriesFile {
-    cpu: Option<PointsFile<CpuQuantity>>,
-    memory: Option<PointsFile<ByteQuantity>>,
-}
-
-/// True usage: `cpu` / `memory` as a fraction of the request (1 = at the request, 2 = twice
-/// it), or of `0.1` core / `128Mi` when there is no request.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct UsageFile {
-    cpu: Option<Level>,
-    memory: Option<Level>,
-    ramp_up: Option<Duration>,
-    diurnal: Option<DiurnalFile>,
-    series: Option<UsageSeriesFile>,
+    fn check(&self, at: &Located<'_>, field: &str) -> Result<(), ScenarioError> {
+        if let Some(v) = &self.volatile {
+            if self.series.is_some() {
+                let message = "give `series` or `volatile`, not both";
+                return Err(at.error(&format!("{field}.volatile"), message, "volatile"));
+            }
+            v.check(at, field)?;
+        }
+        Ok(())
+    }
 }
 
 const NO_REQUEST_CPU: f64 = 100.0;
@@ -179,109 +135,6 @@ fn resolve_usage(usage: Option<&UsageFile>, requests: Resources, rng: &mut StdRn
     }
 }
 
-/// When a group's pods arrive: all `at` once, one `every` interval apart from `from`, or a
-/// Poisson process of `perMinute` from `from` (seeded).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ArrivalFile {
-    at: Option<Duration>,
-    from: Option<Duration>,
-    every: Option<Duration>,
-    per_minute: Option<f64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct PodGroupFile {
-    prefix: String,
-    count: usize,
-    namespace: Option<String>,
-    arrival: ArrivalFile,
-    cpu: Option<CpuQuantity>,
-    memory: Option<ByteQuantity>,
-    limits: Option<LimitsFile>,
-    owner_kind: Option<String>,
-    labels: Option<BTreeMap<String, String>>,
-    usage: Option<UsageFile>,
-    /// Each pod is deleted this long after it arrives; `lifetimeMinutes` draws it per pod
-    /// (a number or `{min, max}`, minutes).
-    lifetime: Option<Duration>,
-    lifetime_minutes: Option<Level>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct PodFile {
-    name: String,
-    namespace: Option<String>,
-    arrival: Duration,
-    deletion: Option<Duration>,
-    cpu: Option<CpuQuantity>,
-    memory: Option<ByteQuantity>,
-    limits: Option<LimitsFile>,
-    owner_kind: Option<String>,
-    labels: Option<BTreeMap<String, String>>,
-    /// Bound here already (a trace's existing pods); the scheduler does not place it.
-    node: Option<String>,
-    usage: Option<UsageFile>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum PathFile {
-    Plugin,
-    Extender,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct OutageFile {
-    from: Duration,
-    to: Duration,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct PipelineFile {
-    scrape_interval: Option<Duration>,
-    rule_interval: Option<Duration>,
-    hour_rule_interval: Option<Duration>,
-    day_rule_interval: Option<Duration>,
-    subquery_step: Option<Duration>,
-    delay: Option<Duration>,
-    poll_period: Option<Duration>,
-    outages: Option<Vec<OutageFile>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct SchedulerFile {
-    path: Option<PathFile>,
-    cycle: Option<Duration>,
-    bind_delay: Option<Duration>,
-    watch_lag: Option<Duration>,
-    retry_interval: Option<Duration>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ScenarioFile {
-    name: String,
-    description: Option<String>,
-    seed: Option<u64>,
-    duration: Duration,
-    warmup: Option<Duration>,
-    threshold: Option<f64>,
-    target: Option<f64>,
-    measure_interval: Option<Duration>,
-    pipeline: Option<PipelineFile>,
-    scheduler: Option<SchedulerFile>,
-    node_groups: Option<Vec<NodeGroupFile>>,
-    nodes: Option<Vec<NodeFile>>,
-    pod_groups: Option<Vec<PodGroupFile>>,
-    pods: Option<Vec<PodFile>>,
-}
-
 /// The line of the `nth` line containing `needle`, for errors found after parsing.
 fn at_line(text: &str, needle: &str, nth: usize) -> String {
     text.lines()
@@ -299,15 +152,21 @@ fn pod_object(
     memory: Option<ByteQuantity>,
     limits: Option<&LimitsFile>,
     owner_kind: Option<String>,
+    owner: Option<String>,
     labels: Option<BTreeMap<String, String>>,
 ) -> SimPod {
     let namespace = namespace.unwrap_or_else(|| "default".into());
+    let owner_kind = owner_kind.unwrap_or_else(|| "ReplicaSet".into());
+    // helper.DefaultSelector (kube-scheduler): Services, ReplicationControllers, ReplicaSets
+    // and StatefulSets select a pod for the default spread constraints; DaemonSets do not.
+    let spreads = ["ReplicaSet", "StatefulSet", "ReplicationController"].contains(&&*owner_kind);
     SimPod {
         uid: format!("{namespace}/{name}"),
+        controller: owner.filter(|_| spreads).map(|o| format!("{namespace}/{o}")),
         namespace,
         name,
         labels: labels.unwrap_or_default(),
-        owner_kind: owner_kind.unwrap_or_else(|| "ReplicaSet".into()),
+        owner_kind,
         requests: Resources::new(cpu.map_or(0, |c| c.0), memory.map_or(0, |b| b.0)),
         limits: Resources::new(
             limits.and_then(|l| l.cpu).map_or(0, |c| c.0),
@@ -316,21 +175,69 @@ fn pod_object(
     }
 }
 
+/// Errors found after parsing name the field and the first line holding `needle`.
+struct Located<'t> {
+    text: &'t str,
+}
+
+impl Located<'_> {
+    fn error(&self, field: &str, message: &str, needle: &str) -> ScenarioError {
+        ScenarioError(format!("{field}: {message}{}", at_line(self.text, needle, 0)))
+    }
+}
+
 /// Parses a scenario and expands its generators; `seed` overrides the file's.
 pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
     let deserializer = serde_yaml::Deserializer::from_str(text);
     let file: ScenarioFile = serde_path_to_error::deserialize(deserializer)
         .map_err(|e| ScenarioError(waterline_core::yaml::describe(text, e)))?;
+    let at = Located { text };
     let seed = seed.or(file.seed).unwrap_or(1);
     let mut rng = StdRng::seed_from_u64(seed);
-    let err = |field: &str, message: &str, needle: &str| {
-        ScenarioError(format!("{field}: {message}{}", at_line(text, needle, 0)))
-    };
     if file.duration.0.0 <= 0 {
-        return Err(err("duration", "must be longer than zero", "duration:"));
+        return Err(at.error("duration", "must be longer than zero", "duration:"));
     }
+    let pipeline = pipeline(&at, file.pipeline.unwrap_or_default(), file.koordlet)?;
+    let scheduler = scheduler(&at, file.scheduler.unwrap_or_default())?;
+    let warmup = file.warmup.map_or(Millis::from_mins(60), |w| w.0);
+    let span = (-warmup.0, file.duration.0.0);
+    let (groups, listed) = (file.node_groups.unwrap_or_default(), file.nodes.unwrap_or_default());
+    let nodes = nodes(&at, groups, listed, span, &mut rng)?;
+    let mut pods = pod_groups(&at, file.pod_groups.unwrap_or_default(), &mut rng)?;
+    pods.extend(explicit_pods(&at, file.pods.unwrap_or_default(), &nodes, &mut rng)?);
+    for (i, p) in pods.iter().enumerate() {
+        if pods[..i].iter().any(|q| q.pod.uid == p.pod.uid) {
+            return Err(at.error("pods", &format!("'{}' is named twice", p.pod.uid), &p.pod.name));
+        }
+    }
+    pods.sort_by_key(|p| p.arrival);
 
-    let p = file.pipeline.unwrap_or_default();
+    Ok(Scenario {
+        name: file.name,
+        description: file.description.unwrap_or_default(),
+        seed,
+        duration: file.duration.0,
+        warmup,
+        threshold: file.threshold.unwrap_or(65.0),
+        target: file.target.unwrap_or(40.0),
+        measure_interval: file.measure_interval.map_or(Millis::from_secs(30), |m| m.0),
+        pipeline,
+        scheduler,
+        nodes,
+        pods,
+    })
+}
+
+/// `pipeline:` (Prometheus and the collector, with the defaults of [`Pipeline::default`])
+/// and `koordlet:`'s report gaps.
+fn pipeline(
+    at: &Located<'_>,
+    p: PipelineFile,
+    koordlet: Option<KoordletFile>,
+) -> Result<Pipeline, ScenarioError> {
+    let spans = |o: Option<Vec<OutageFile>>| -> Vec<(SimTime, SimTime)> {
+        o.unwrap_or_default().iter().map(|o| (o.from.0.0, o.to.0.0)).collect()
+    };
     let d = Pipeline::default();
     let pipeline = Pipeline {
         scrape_interval: p.scrape_interval.map_or(d.scrape_interval, |x| x.0),
@@ -340,7 +247,8 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
         subquery_step: p.subquery_step.map_or(d.subquery_step, |x| x.0),
         delay: p.delay.map_or(d.delay, |x| x.0),
         poll_override: p.poll_period.map(|x| x.0),
-        outages: p.outages.unwrap_or_default().iter().map(|o| (o.from.0.0, o.to.0.0)).collect(),
+        outages: spans(p.outages),
+        koordlet_gaps: spans(koordlet.and_then(|k| k.gaps)),
     };
     for (field, span) in [
         ("pipeline.scrapeInterval", pipeline.scrape_interval),
@@ -351,14 +259,17 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
     ] {
         if span.0 <= 0 {
             let key = field.rsplit('.').next().unwrap_or(field);
-            return Err(err(field, "must be longer than zero", key));
+            return Err(at.error(field, "must be longer than zero", key));
         }
     }
     if pipeline.poll_override.is_some_and(|x| x.0 <= 0) {
-        return Err(err("pipeline.pollPeriod", "must be longer than zero", "pollPeriod"));
+        return Err(at.error("pipeline.pollPeriod", "must be longer than zero", "pollPeriod"));
     }
+    Ok(pipeline)
+}
 
-    let s = file.scheduler.unwrap_or_default();
+/// `scheduler:`: the path and the loop's timing, with the defaults of [`Scheduler::default`].
+fn scheduler(at: &Located<'_>, s: SchedulerFile) -> Result<Scheduler, ScenarioError> {
     let d = Scheduler::default();
     let scheduler = Scheduler {
         path: match s.path {
@@ -371,13 +282,38 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
         retry_interval: s.retry_interval.map_or(d.retry_interval, |x| x.0),
     };
     if scheduler.retry_interval.0 <= 0 {
-        return Err(err("scheduler.retryInterval", "must be longer than zero", "retryInterval"));
+        return Err(at.error(
+            "scheduler.retryInterval",
+            "must be longer than zero",
+            "retryInterval",
+        ));
     }
+    Ok(scheduler)
+}
 
+/// `nodeGroups:` expanded (prefix-1..count), then `nodes:` as listed; each needs cpu and
+/// memory, and names are unique.
+fn nodes(
+    at: &Located<'_>,
+    groups: Vec<NodeGroupFile>,
+    listed: Vec<NodeFile>,
+    span: (SimTime, SimTime),
+    rng: &mut StdRng,
+) -> Result<Vec<NodeSpec>, ScenarioError> {
     let mut nodes = Vec::new();
-    for group in file.node_groups.unwrap_or_default() {
+    for (g, group) in groups.iter().enumerate() {
+        if let Some(b) = &group.background {
+            b.check(at, &format!("nodeGroups[{g}].background"))?;
+        }
+    }
+    for (i, node) in listed.iter().enumerate() {
+        if let Some(b) = &node.background {
+            b.check(at, &format!("nodes[{i}].background"))?;
+        }
+    }
+    for group in groups {
         for i in 0..group.count {
-            let background = group.background.as_ref().map(|b| b.resolve(&mut rng));
+            let background = group.background.as_ref().map(|b| b.resolve(rng, span));
             nodes.push(NodeSpec {
                 name: format!("{}-{}", group.prefix, i + 1),
                 allocatable: Resources::new(group.cpu.0, group.memory.0),
@@ -385,8 +321,8 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
             });
         }
     }
-    for node in file.nodes.unwrap_or_default() {
-        let background = node.background.as_ref().map(|b| b.resolve(&mut rng));
+    for node in listed {
+        let background = node.background.as_ref().map(|b| b.resolve(rng, span));
         nodes.push(NodeSpec {
             name: node.name,
             allocatable: Resources::new(node.cpu.0, node.memory.0),
@@ -394,49 +330,75 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
         });
     }
     if nodes.is_empty() {
-        return Err(err(
-            "nodes",
-            "a scenario needs at least one node (nodes or nodeGroups)",
-            "nodes",
-        ));
+        let message = "a scenario needs at least one node (nodes or nodeGroups)";
+        return Err(at.error("nodes", message, "nodes"));
     }
     for (i, n) in nodes.iter().enumerate() {
+        let field = format!("node {}", n.name);
         if n.allocatable.cpu_millis <= 0 || n.allocatable.memory_bytes <= 0 {
-            return Err(err(
-                &format!("node {}", n.name),
-                "cpu and memory must be above zero",
-                &n.name,
-            ));
+            return Err(at.error(&field, "cpu and memory must be above zero", &n.name));
         }
         if nodes[..i].iter().any(|m| m.name == n.name) {
-            return Err(err(&format!("node {}", n.name), "is named twice", &n.name));
+            return Err(at.error(&field, "is named twice", &n.name));
+        }
+    }
+    Ok(nodes)
+}
+
+/// When a pod group's pods arrive: all `at` once, `every` apart from `from`, or a seeded
+/// Poisson process of `perMinute` from `from`.
+enum Arrivals {
+    At(SimTime),
+    Every { from: SimTime, every: SimTime },
+    Poisson { clock: SimTime, per_minute: f64 },
+}
+
+impl Arrivals {
+    fn of(at: &Located<'_>, g: usize, group: &PodGroupFile) -> Result<Arrivals, ScenarioError> {
+        let a = &group.arrival;
+        let from = a.from.map_or(0, |f| f.0.0);
+        match (a.at, a.every, a.per_minute) {
+            (Some(t), None, None) if a.from.is_none() => Ok(Arrivals::At(t.0.0)),
+            (None, Some(every), None) => Ok(Arrivals::Every { from, every: every.0.0 }),
+            (None, None, Some(rate)) if rate > 0.0 => {
+                Ok(Arrivals::Poisson { clock: from, per_minute: rate })
+            }
+            _ => Err(at.error(
+                &format!("podGroups[{g}].arrival"),
+                "give exactly one of `at`, `every` (with `from`) or `perMinute` > 0 (with `from`)",
+                &format!("prefix: {}", group.prefix),
+            )),
         }
     }
 
+    /// The `i`-th arrival; a Poisson process draws its gap from `rng` here, so the draws
+    /// interleave with the pod's own (usage, lifetime) in pod order.
+    fn next(&mut self, i: usize, rng: &mut StdRng) -> SimTime {
+        match self {
+            Arrivals::At(t) => *t,
+            Arrivals::Every { from, every } => *from + *every * i as i64,
+            Arrivals::Poisson { clock, per_minute } => {
+                // Exponential gaps: a Poisson process of `per_minute`.
+                let u: f64 = rng.random_range(f64::EPSILON..1.0);
+                *clock += (-u.ln() / *per_minute * 60_000.0) as i64;
+                *clock
+            }
+        }
+    }
+}
+
+/// `podGroups:` expanded: pods prefix-1..count with their arrivals, true usage and
+/// lifetimes drawn from the scenario's seed (usage, then lifetime, pod by pod).
+fn pod_groups(
+    at: &Located<'_>,
+    groups: Vec<PodGroupFile>,
+    rng: &mut StdRng,
+) -> Result<Vec<PodSpec>, ScenarioError> {
     let mut pods = Vec::new();
-    for (g, group) in file.pod_groups.unwrap_or_default().into_iter().enumerate() {
-        let a = &group.arrival;
-        let field = format!("podGroups[{g}].arrival");
-        let mut clock = a.from.map_or(0, |f| f.0.0);
+    for (g, group) in groups.into_iter().enumerate() {
+        let mut arrivals = Arrivals::of(at, g, &group)?;
         for i in 0..group.count {
-            let arrival = match (a.at, a.every, a.per_minute) {
-                (Some(at), None, None) if a.from.is_none() => at.0.0,
-                (None, Some(every), None) => a.from.map_or(0, |f| f.0.0) + every.0.0 * i as i64,
-                (None, None, Some(rate)) if rate > 0.0 => {
-                    // Exponential gaps: a Poisson process of `rate` per minute.
-                    let u: f64 = rng.random_range(f64::EPSILON..1.0);
-                    clock += (-u.ln() / rate * 60_000.0) as i64;
-                    clock
-                }
-                _ => {
-                    return Err(err(
-                        &field,
-                        "give exactly one of `at`, `every` (with `from`) or `perMinute` > 0 \
-                         (with `from`)",
-                        &format!("prefix: {}", group.prefix),
-                    ));
-                }
-            };
+            let arrival = arrivals.next(i, rng);
             let pod = pod_object(
                 format!("{}-{}", group.prefix, i + 1),
                 group.namespace.clone(),
@@ -444,12 +406,13 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
                 group.memory,
                 group.limits.as_ref(),
                 group.owner_kind.clone(),
+                Some(group.prefix.clone()),
                 group.labels.clone(),
             );
-            let usage = resolve_usage(group.usage.as_ref(), pod.requests, &mut rng);
+            let usage = resolve_usage(group.usage.as_ref(), pod.requests, rng);
             let lifetime = match (group.lifetime, group.lifetime_minutes) {
                 (Some(l), _) => Some(l.0.0),
-                (None, Some(level)) => Some((level.draw(&mut rng) * 60_000.0) as i64),
+                (None, Some(level)) => Some((level.draw(rng) * 60_000.0) as i64),
                 (None, None) => None,
             };
             pods.push(PodSpec {
@@ -461,15 +424,23 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
             });
         }
     }
-    for (i, p) in file.pods.unwrap_or_default().into_iter().enumerate() {
+    Ok(pods)
+}
+
+/// `pods:` as listed (a trace); a pod bound to a node needs that node to exist.
+fn explicit_pods(
+    at: &Located<'_>,
+    listed: Vec<PodFile>,
+    nodes: &[NodeSpec],
+    rng: &mut StdRng,
+) -> Result<Vec<PodSpec>, ScenarioError> {
+    let mut pods = Vec::new();
+    for (i, p) in listed.into_iter().enumerate() {
         if let Some(node) = &p.node
             && !nodes.iter().any(|n| &n.name == node)
         {
-            return Err(err(
-                &format!("pods[{i}].node"),
-                &format!("no node is called '{node}'"),
-                node,
-            ));
+            let message = format!("no node is called '{node}'");
+            return Err(at.error(&format!("pods[{i}].node"), &message, node));
         }
         let pod = pod_object(
             p.name,
@@ -478,9 +449,10 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
             p.memory,
             p.limits.as_ref(),
             p.owner_kind,
+            p.owner,
             p.labels,
         );
-        let usage = resolve_usage(p.usage.as_ref(), pod.requests, &mut rng);
+        let usage = resolve_usage(p.usage.as_ref(), pod.requests, rng);
         pods.push(PodSpec {
             pod: Arc::new(pod),
             arrival: p.arrival.0.0,
@@ -489,27 +461,7 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
             usage,
         });
     }
-    for (i, p) in pods.iter().enumerate() {
-        if pods[..i].iter().any(|q| q.pod.uid == p.pod.uid) {
-            return Err(err("pods", &format!("'{}' is named twice", p.pod.uid), &p.pod.name));
-        }
-    }
-    pods.sort_by_key(|p| p.arrival);
-
-    Ok(Scenario {
-        name: file.name,
-        description: file.description.unwrap_or_default(),
-        seed,
-        duration: file.duration.0,
-        warmup: file.warmup.map_or(Millis::from_mins(60), |w| w.0),
-        threshold: file.threshold.unwrap_or(65.0),
-        target: file.target.unwrap_or(40.0),
-        measure_interval: file.measure_interval.map_or(Millis::from_secs(30), |m| m.0),
-        pipeline,
-        scheduler,
-        nodes,
-        pods,
-    })
+    Ok(pods)
 }
 
 #[cfg(test)]

@@ -114,6 +114,11 @@ pods:
     assert_eq!(summary.pods_pending_end, 1);
     // b tried at 1 s, then every 30 s until 3 m: 1 s, 31 s, …, 151 s → 6 attempts
     assert_eq!(summary.unschedulable_attempts, 6);
+    assert_eq!(summary.pods_never_placed, 1);
+    // measured every 30 s from 0 to 180 s: at 0 `a` has arrived and waits for its cycle
+    // (measures come before the scheduler at one instant); from 30 s on `b` waits: 7
+    // samples × 30 s
+    assert_eq!(summary.pending_pod_seconds, 210.0);
 }
 
 const BURST: &str = "
@@ -136,6 +141,13 @@ fn without_reserve_every_cycle_within_the_watch_lag_sees_the_same_stale_view() {
     assert_eq!(pods_seen("plugin"), [0, 1, 2, 3, 4]);
     // extender: the five cycles take 40 ms, all within the 5 s watch lag: none is seen
     assert_eq!(pods_seen("extender"), [0, 0, 0, 0, 0]);
+    // on either path the scheduler decided 0, 1, …, 4 pods the watch had not delivered
+    // when it decided the next: mean (0 + 1 + 2 + 3 + 4) / 5 = 2, max 4
+    for path in ["plugin", "extender"] {
+        let (mut f, _) = flat();
+        let summary = run(&scenario(&BURST.replace("PATH", path)), &mut f, Outputs::default());
+        assert_eq!(summary.unwatched_at_decision, crate::measure::Unwatched { mean: 2.0, max: 4 });
+    }
 }
 
 #[test]
@@ -165,4 +177,129 @@ fn every_shipped_scenario_runs_scaled_down() {
             assert!(summary.pods_arrived > 0 || s.pods.is_empty(), "{name}/{label}");
         }
     }
+}
+
+/// Declares `needs` and records every metrics delivery: (time ms, node, values).
+type Deliveries = Rc<RefCell<Vec<(i64, String, Vec<Option<f64>>)>>>;
+
+struct Probe {
+    needs: Vec<crate::strategy::MetricNeed>,
+    seen: Deliveries,
+}
+
+impl Strategy for Probe {
+    fn label(&self) -> &str {
+        "probe"
+    }
+    fn metrics(&self) -> Vec<crate::strategy::MetricNeed> {
+        self.needs.clone()
+    }
+    fn score(&mut self, _: &Cycle, _: &SimPod, nodes: &[NodeView<'_>]) -> Vec<i64> {
+        vec![0; nodes.len()]
+    }
+    fn on_metrics(&mut self, now: waterline_core::UnixMillis, nodes: &[NodeView<'_>]) {
+        for n in nodes {
+            let values = n.metrics.iter().map(|m| m.map(|s| s.value)).collect();
+            let t = now.0 - crate::model::EPOCH.0;
+            self.seen.borrow_mut().push((t, n.name.to_owned(), values));
+        }
+    }
+}
+
+fn probe(kind: crate::strategy::MetricKind) -> (Probe, Deliveries) {
+    use crate::strategy::{MetricNeed, Resource};
+    let seen: Deliveries = Rc::new(RefCell::new(Vec::new()));
+    let need = |resource| MetricNeed {
+        name: "m".into(),
+        resource,
+        kind,
+        poll: waterline_core::Millis::from_secs(60),
+    };
+    (Probe { needs: vec![need(Resource::Cpu), need(Resource::Memory)], seen: seen.clone() }, seen)
+}
+
+const AGENTS: &str = "
+name: agents
+duration: 10m
+warmup: 10m
+pipeline: {outages: [{from: -10m, to: 10m}]}
+koordlet: {gaps: [{from: 4m, to: 7m}]}
+nodes:
+  - {name: a, cpu: 10, memory: 10Gi, background: {cpu: 30, memory: 20}}
+  - {name: b, cpu: 10, memory: 10Gi, background: {cpu: 50, memory: 40}}
+";
+
+#[test]
+fn koordlet_reports_on_each_nodes_clock_past_prometheus_outages_but_not_its_own_gaps() {
+    use waterline_core::Millis;
+    let kind = crate::strategy::MetricKind::Koordlet {
+        collect: Millis::from_secs(1),
+        report: Millis::from_secs(60),
+        window: Millis::from_secs(300),
+    };
+    let (mut p, seen) = probe(kind);
+    run(&scenario(AGENTS), &mut p, Outputs::default());
+    let seen = seen.borrow();
+    // Prometheus is down for the whole run: every delivery is koordlet's. Constant
+    // backgrounds: the 300 s mean is the level itself.
+    let of = |node: &str| seen.iter().filter(|d| d.1 == node).cloned().collect::<Vec<_>>();
+    let (a, b) = (of("a"), of("b"));
+    assert!(a.iter().all(|d| d.2 == [Some(30.0), Some(20.0)]), "{a:?}");
+    assert!(b.iter().all(|d| d.2 == [Some(50.0), Some(40.0)]), "{b:?}");
+    // one report a minute on each node's own clock, none in the gap [240 s, 420 s): 20
+    // minutes of run (warm-up included) minus three reports per node
+    for d in [&a, &b] {
+        let times: Vec<i64> = d.iter().map(|d| d.0).collect();
+        let gaps: Vec<i64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|g| *g == 60_000 || *g == 240_000), "{times:?}");
+        assert!(times.iter().all(|t| !(240_000..420_000).contains(t)), "{times:?}");
+        assert_eq!(times.len(), 17, "{times:?}");
+    }
+    assert_ne!(a[0].0.rem_euclid(60_000), b[0].0.rem_euclid(60_000), "one clock for both");
+}
+
+#[test]
+fn metrics_server_answers_while_prometheus_is_down() {
+    use waterline_core::Millis;
+    let kind = crate::strategy::MetricKind::MetricsServer { resolution: Millis::from_secs(15) };
+    let (mut p, seen) = probe(kind);
+    run(&scenario(AGENTS), &mut p, Outputs::default());
+    let seen = seen.borrow();
+    // each of the two metrics polled every 60 s from −10 m: 21 polls each, every one
+    // answered
+    assert_eq!(seen.iter().filter(|d| d.1 == "a").count(), 2 * 21);
+    // the first poll (−10 m) finds one scrape only, hence no rate; every later one both
+    let b: Vec<_> = seen.iter().filter(|d| d.1 == "b" && d.0 > -600_000).collect();
+    assert!(b.iter().all(|d| d.2[0] == Some(50.0)), "{b:?}");
+    assert!(b.iter().skip(1).all(|d| d.2 == [Some(50.0), Some(40.0)]), "{b:?}");
+}
+
+#[test]
+fn the_scheduler_cache_counts_each_nodes_pods_of_the_incoming_pods_controller() {
+    struct Owners(Rc<RefCell<Vec<Vec<i64>>>>);
+    impl Strategy for Owners {
+        fn label(&self) -> &str {
+            "owners"
+        }
+        fn score(&mut self, _: &Cycle, _: &SimPod, nodes: &[NodeView<'_>]) -> Vec<i64> {
+            self.0.borrow_mut().push(nodes.iter().map(|n| n.controller_pods).collect());
+            // always the first node
+            (0..nodes.len() as i64).map(|i| -i).collect()
+        }
+    }
+    let text = "
+name: owners
+duration: 1m
+warmup: 1m
+nodeGroups: [{count: 2, prefix: n, cpu: 64, memory: 256Gi}]
+podGroups:
+  - {prefix: web, count: 3, arrival: {at: 0s}, cpu: 100m, memory: 100Mi}
+  - {prefix: ds, count: 1, arrival: {at: 1s}, cpu: 100m, memory: 100Mi, ownerKind: DaemonSet}
+  - {prefix: api, count: 1, arrival: {at: 2s}, cpu: 100m, memory: 100Mi}
+";
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    run(&scenario(text), &mut Owners(seen.clone()), Outputs::default());
+    // web-1..3 see 0, 1, 2 of their ReplicaSet on n-1; the DaemonSet pod has no
+    // controller (0); api-1 sees none of its own (web's pods do not count)
+    assert_eq!(*seen.borrow(), [[0, 0], [1, 0], [2, 0], [0, 0], [0, 0]]);
 }

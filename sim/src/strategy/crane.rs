@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use waterline_core::{Millis, UnixMillis};
 use waterline_peers::crane::{self as peer, Annotation, BindingRecords, NodeAnnotations, Policy};
 
-use super::{Cycle, MetricKind, MetricNeed, NodeView, Resource, Strategy};
+use super::{Cycle, MetricKind, MetricNeed, NodeView, Path, Resource, Strategy};
 use crate::model::SimPod;
 
 pub struct Crane {
@@ -93,6 +93,11 @@ impl Default for Crane {
 impl Strategy for Crane {
     fn label(&self) -> &str {
         "crane"
+    }
+
+    /// It ships only as a plugin of its own scheduler.
+    fn path(&self, _scenario: Path) -> Path {
+        Path::Plugin
     }
 
     fn metrics(&self) -> Vec<MetricNeed> {
@@ -202,6 +207,7 @@ pub(super) mod burst {
             name: format!("pod-{i}"),
             labels: Default::default(),
             owner_kind: "ReplicaSet".into(),
+            controller: None,
             requests: Resources::new(cpu_millis, memory_bytes),
             limits: Resources::new(cpu_millis, memory_bytes),
         }
@@ -255,8 +261,12 @@ pub(super) mod burst {
                     let base = pick(r, node.base);
                     let used = match need.kind {
                         _ if instant_metrics => mean(base, &b, t, 1),
-                        MetricKind::Avg { window } => mean(base, &b, t, window.0),
-                        MetricKind::MaxOfAvg { window, over } => (0..=over.0 / 60_000)
+                        MetricKind::Avg { window } | MetricKind::Koordlet { window, .. } => {
+                            mean(base, &b, t, window.0)
+                        }
+                        MetricKind::MetricsServer { resolution } => mean(base, &b, t, resolution.0),
+                        MetricKind::MaxOfAvg { window, over }
+                        | MetricKind::MeanPlusSigma { window, over, .. } => (0..=over.0 / 60_000)
                             .map(|k| mean(base, &b, t - k * 60_000, window.0))
                             .fold(f64::MIN, f64::max),
                     };
@@ -320,6 +330,7 @@ pub(super) mod burst {
                     allocatable: node.allocatable,
                     requested,
                     non_zero_requested: requested,
+                    controller_pods: 0,
                     metrics: &samples[n],
                     pods: &pods[n],
                 }
@@ -419,8 +430,9 @@ mod tests {
         policy
     }
 
-    /// The cross-check: the `crane` strategy beside waterline's Crane-compatible curve on
-    /// every shipped scenario; prints, per scenario, how many pods were bound elsewhere.
+    /// The cross-check: the `crane` strategy (the Dynamic plugin alone) beside waterline's
+    /// Crane-compatible curve on every shipped scenario; prints, per scenario, how many pods
+    /// were bound elsewhere.
     /// Measured numbers and their causes: peers/README.md "Cross-check".
     #[test]
     #[ignore = "runs every shipped scenario three times: cargo test -p waterline-sim --release \

@@ -1,8 +1,11 @@
-//! Koordinator's LoadAwareScheduling (peers/src/koordinator.rs) behind its own pipeline:
+//! Koordinator's LoadAwareScheduling (peers/src/koordinator.rs) behind its own pipeline,
+//! koordlet, which does not read Prometheus (pipeline/agent.rs):
 //!
-//! - koordlet reports a NodeMetric every 60 s with the node's cpu and memory averaged over
-//!   the last 300 s: two metrics, 5 m means, polled every 60 s; the report's update time is
-//!   the poll time in whole seconds (metav1.Time);
+//! - koordlet samples the node every second and each node's agent writes a NodeMetric every
+//!   60 s, on its own clock, with the node's cpu and memory averaged over the last 300 s:
+//!   two [`MetricKind::Koordlet`] metrics; the report's update time is the write time in
+//!   whole seconds (metav1.Time), and it reaches the strategy when written (koord-scheduler's
+//!   NodeMetric informer lags by milliseconds, below koordlet's 1 s grain);
 //! - the report lists the pods running on the node at that time (`status.podsMetric`): here
 //!   every pod bound at or before the report. The strategy never sees a pod's true usage, so
 //!   a listed pod's reported usage is taken as 0 — it matters only while the pod is inside the
@@ -10,8 +13,9 @@
 //!   300 s mean is small anyway;
 //! - the podAssignCache takes a pod at Reserve (timestamp: the scheduler's clock) and again
 //!   from the pod watch (timestamp: the PodScheduled time, whole seconds); deletions remove it;
-//! - Filter and Score are the plugin's (plugin defaults of apis/config/v1/defaults.go), 0..100
-//!   on both paths (Koordinator ships only as a plugin).
+//! - Filter and Score are the plugin's with the given [`Args`] (plugin defaults of
+//!   apis/config/v1/defaults.go, or koord-scheduler's chart), 0..100 on both paths
+//!   (Koordinator ships only as a plugin); the profile around it is `profile.rs`'s.
 
 use std::collections::HashMap;
 
@@ -20,7 +24,7 @@ use waterline_peers::koordinator::{
     self as peer, Args, AssignedPod, NodeMetric, PodResources, Vec2,
 };
 
-use super::{Cycle, MetricKind, MetricNeed, NodeView, Resource, Strategy};
+use super::{Cycle, MetricKind, MetricNeed, NodeView, Path, Resource, Strategy};
 use crate::model::{Resources, SimPod};
 
 struct Known {
@@ -29,8 +33,30 @@ struct Known {
     bound_at: Option<UnixMillis>,
 }
 
+/// koordlet's intervals (pipeline/agent.rs cites their sources).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Koordlet {
+    /// `CollectResUsedInterval`.
+    pub collect: Millis,
+    /// `ReportIntervalSeconds`.
+    pub report: Millis,
+    /// `AggregateDurationSeconds`.
+    pub window: Millis,
+}
+
+impl Default for Koordlet {
+    fn default() -> Self {
+        Koordlet {
+            collect: Millis::from_secs(1),
+            report: Millis::from_secs(peer::DEFAULT_NODE_METRIC_REPORT_INTERVAL_SECS),
+            window: Millis::from_secs(peer::KOORDLET_AGGREGATE_DURATION_SECS),
+        }
+    }
+}
+
 pub struct Koordinator {
     args: Args,
+    koordlet: Koordlet,
     reports: HashMap<String, NodeMetric>,
     pods: HashMap<String, Vec<Known>>,
 }
@@ -57,7 +83,11 @@ impl Koordinator {
     }
 
     pub fn with_args(args: Args) -> Self {
-        Koordinator { args, reports: HashMap::new(), pods: HashMap::new() }
+        Koordinator::with_pipeline(args, Koordlet::default())
+    }
+
+    pub fn with_pipeline(args: Args, koordlet: Koordlet) -> Self {
+        Koordinator { args, koordlet, reports: HashMap::new(), pods: HashMap::new() }
     }
 
     fn assign(&mut self, pod: &SimPod, node: &str, timestamp: i64, bound_at: Option<UnixMillis>) {
@@ -92,18 +122,22 @@ impl Strategy for Koordinator {
         "koordinator"
     }
 
+    /// It ships only as a plugin of its own scheduler.
+    fn path(&self, _scenario: Path) -> Path {
+        Path::Plugin
+    }
+
     fn metrics(&self) -> Vec<MetricNeed> {
-        let window = Millis::from_secs(peer::KOORDLET_AGGREGATE_DURATION_SECS);
-        let poll = Millis::from_secs(peer::DEFAULT_NODE_METRIC_REPORT_INTERVAL_SECS);
+        let Koordlet { collect, report, window } = self.koordlet;
         let need = |name: &str, resource| MetricNeed {
             name: name.into(),
             resource,
-            kind: MetricKind::Avg { window },
-            poll,
+            kind: MetricKind::Koordlet { collect, report, window },
+            poll: report,
         };
         vec![
-            need("koordlet_node_cpu_avg_300s", Resource::Cpu),
-            need("koordlet_node_memory_avg_300s", Resource::Memory),
+            need("koordlet_node_cpu", Resource::Cpu),
+            need("koordlet_node_memory", Resource::Memory),
         ]
     }
 
@@ -163,7 +197,7 @@ impl Strategy for Koordinator {
                 .collect();
             let report = NodeMetric {
                 update_time: Some(whole_secs(at)),
-                report_interval_secs: Some(peer::DEFAULT_NODE_METRIC_REPORT_INTERVAL_SECS),
+                report_interval_secs: Some(self.koordlet.report.0 / 1000),
                 node_usage: Some(usage),
                 pod_usages,
             };

@@ -1,23 +1,28 @@
-//! kube-scheduler's default scoring on requests (peers/src/kube_default.rs): NodeResourcesFit
-//! LeastAllocated + NodeResourcesBalancedAllocation, weight 1 each. No Filter beyond the
-//! request fit the simulator already applies.
+//! kube-scheduler's default profile on requests (peers/src/profile.rs `Profile::kube_default`):
+//! NodeResourcesFit LeastAllocated × 1 + NodeResourcesBalancedAllocation × 1 +
+//! PodTopologySpread (system defaults) × 2. No Filter beyond the request fit the simulator
+//! already applies.
 
-use waterline_peers::kube_default::{CpuMemory, default_score};
+use waterline_peers::profile::Profile;
 
+use super::profile::{candidates, incoming};
 use super::{Cycle, NodeView, Strategy};
-use crate::model::{Resources, SimPod};
+use crate::model::SimPod;
 
-#[derive(Default)]
-pub struct KubeDefault;
+pub struct KubeDefault {
+    profile: Profile,
+}
 
 impl KubeDefault {
     pub fn new() -> Self {
-        KubeDefault
+        KubeDefault { profile: Profile::kube_default() }
     }
 }
 
-fn cm(r: Resources) -> CpuMemory {
-    CpuMemory::new(r.cpu_millis, r.memory_bytes)
+impl Default for KubeDefault {
+    fn default() -> Self {
+        KubeDefault::new()
+    }
 }
 
 impl Strategy for KubeDefault {
@@ -26,16 +31,6 @@ impl Strategy for KubeDefault {
     }
 
     fn score(&mut self, _cycle: &Cycle, pod: &SimPod, nodes: &[NodeView<'_>]) -> Vec<i64> {
-        nodes
-            .iter()
-            .map(|node| {
-                default_score(
-                    cm(node.allocatable),
-                    cm(node.non_zero_requested),
-                    cm(node.requested),
-                    cm(pod.requests),
-                )
-            })
-            .collect()
+        self.profile.scores(&incoming(pod), &candidates(nodes))
     }
 }

@@ -1,8 +1,14 @@
-//! Trimaran's TargetLoadPacking (peers/src/trimaran.rs) behind its own pipeline:
+//! Trimaran's TargetLoadPacking (peers/src/trimaran.rs) behind load-watcher and one of its
+//! metric providers:
 //!
-//! - load-watcher (Prometheus provider) fetches `avg_over_time(instance:node_cpu:ratio[15m])`
-//!   for all nodes, then sleeps a minute: one cpu metric, a 15 m mean, polled every 60 s; the
-//!   fetch time is the window's end;
+//! - load-watcher fetches every node's cpu, then sleeps a minute: one cpu metric polled every
+//!   60 s, the fetch time the window's end. With the **Prometheus** provider it is
+//!   `avg_over_time(instance:node_cpu:ratio[15m])` (operator Average) through the Prometheus
+//!   model; with **metrics-server** (load-watcher's and the plugin's default provider:
+//!   scheduler-plugins `apis/config/v1/defaults.go` `DefaultMetricProviderType`) it is the
+//!   NodeMetrics usage (load-watcher `pkg/watcher/internal/metricsprovider/k8s.go`
+//!   `FetchAllHostsMetrics`, operator Latest): the rate between metrics-server's last two
+//!   kubelet scrapes, 15 s apart (pipeline/agent.rs), no Prometheus;
 //! - the plugin's collector copies load-watcher's latest answer every 30 s, from the first
 //!   poll on, so Score may read an answer up to 30 s older than load-watcher's;
 //! - the PodAssignEventHandler caches every pod the pod watch delivers bound, stamped with the
@@ -18,14 +24,31 @@ use std::collections::HashMap;
 use waterline_core::{Millis, UnixMillis};
 use waterline_peers::trimaran::{self as peer, Args, Container, Metric, MetricType, Operator, Pod};
 
-use super::{Cycle, MetricKind, MetricNeed, NodeView, Resource, Strategy};
+use super::{Cycle, MetricKind, MetricNeed, NodeView, Path, Resource, Strategy};
 use crate::model::SimPod;
 
 /// One load-watcher answer: its window end (Unix seconds) and cpu percent per node.
 type Answer = (i64, HashMap<String, f64>);
 
+/// Where load-watcher reads node cpu.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    /// The 15 m average of a Prometheus recording rule.
+    Prometheus,
+    /// metrics-server's latest NodeMetrics, scraped every `resolution`.
+    MetricsServer { resolution: Millis },
+}
+
+impl Provider {
+    /// metrics-server as shipped (`--metric-resolution=15s`, manifests/base/deployment.yaml).
+    pub fn metrics_server() -> Provider {
+        Provider::MetricsServer { resolution: Millis::from_secs(15) }
+    }
+}
+
 pub struct TargetLoadPacking {
     args: Args,
+    provider: Provider,
     /// load-watcher's answers, newest last (a few kept: the collector reads the latest one
     /// that existed at its tick).
     watcher: Vec<(UnixMillis, Answer)>,
@@ -48,14 +71,16 @@ fn to_pod(pod: &SimPod) -> Pod {
 }
 
 impl TargetLoadPacking {
-    /// TargetLoadPacking with apis/config/v1/defaults.go (target 40, 1000m, × 1.5).
+    /// TargetLoadPacking with apis/config/v1/defaults.go (target 40, 1000m, × 1.5) and the
+    /// Prometheus provider.
     pub fn new() -> Self {
-        TargetLoadPacking::with_args(Args::default())
+        TargetLoadPacking::with_args(Args::default(), Provider::Prometheus)
     }
 
-    pub fn with_args(args: Args) -> Self {
+    pub fn with_args(args: Args, provider: Provider) -> Self {
         TargetLoadPacking {
             args,
+            provider,
             watcher: Vec::new(),
             plugin: None,
             next_collect: None,
@@ -90,11 +115,25 @@ impl Strategy for TargetLoadPacking {
         "trimaran-tlp"
     }
 
+    /// It ships only as a plugin of its own scheduler.
+    fn path(&self, _scenario: Path) -> Path {
+        Path::Plugin
+    }
+
     fn metrics(&self) -> Vec<MetricNeed> {
+        let (name, kind) = match self.provider {
+            Provider::Prometheus => (
+                "instance:node_cpu:ratio:avg_over_time_15m",
+                MetricKind::Avg { window: Millis(peer::WATCHER_WINDOW_MS) },
+            ),
+            Provider::MetricsServer { resolution } => {
+                ("metrics_server_node_cpu", MetricKind::MetricsServer { resolution })
+            }
+        };
         vec![MetricNeed {
-            name: "instance:node_cpu:ratio:avg_over_time_15m".into(),
+            name: name.into(),
             resource: Resource::Cpu,
-            kind: MetricKind::Avg { window: Millis(peer::WATCHER_WINDOW_MS) },
+            kind,
             poll: Millis(peer::WATCHER_FETCH_SLEEP_MS),
         }]
     }
@@ -102,13 +141,17 @@ impl Strategy for TargetLoadPacking {
     fn score(&mut self, cycle: &Cycle, pod: &SimPod, nodes: &[NodeView<'_>]) -> Vec<i64> {
         self.advance(cycle.now);
         let incoming = to_pod(pod);
+        let operator = match self.provider {
+            Provider::Prometheus => Operator::Average,
+            Provider::MetricsServer { .. } => Operator::Latest,
+        };
         nodes
             .iter()
             .map(|n| {
                 let Some((end, cpu)) = &self.plugin else { return peer::MIN_NODE_SCORE };
-                let metric = cpu.get(n.name).map(|&value| {
-                    [Metric { kind: MetricType::Cpu, operator: Operator::Average, value }]
-                });
+                let metric = cpu
+                    .get(n.name)
+                    .map(|&value| [Metric { kind: MetricType::Cpu, operator, value }]);
                 let cached = self.cache.on_node(n.name);
                 let capacity = n.allocatable.cpu_millis;
                 let m = metric.as_ref().map(|m| m.as_slice());
@@ -206,6 +249,7 @@ mod tests {
                 allocatable: n.allocatable,
                 requested: Resources::default(),
                 non_zero_requested: Resources::default(),
+                controller_pods: 0,
                 metrics: &[],
                 pods: &[],
             })

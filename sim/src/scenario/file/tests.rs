@@ -72,3 +72,81 @@ fn every_shipped_scenario_parses() {
         assert_eq!(&s.name, name);
     }
 }
+
+#[test]
+fn koordlet_gaps_and_controllers_are_read() {
+    let text = "
+name: k
+duration: 1h
+koordlet: {gaps: [{from: 10m, to: 20m}]}
+pipeline: {outages: [{from: 30m, to: 40m}]}
+nodes: [{name: a, cpu: 1, memory: 1Gi}]
+podGroups:
+  - {prefix: web, count: 1, arrival: {at: 0s}, namespace: shop}
+  - {prefix: agent, count: 1, arrival: {at: 0s}, ownerKind: DaemonSet}
+pods:
+  - {name: lone, arrival: 0s}
+  - {name: db-0, arrival: 0s, ownerKind: StatefulSet, owner: db}
+";
+    let s = parse_scenario(text, None).unwrap();
+    assert_eq!(s.pipeline.koordlet_gaps, [(600_000, 1_200_000)]);
+    assert_eq!(s.pipeline.outages, [(1_800_000, 2_400_000)]);
+    assert!(s.pipeline.koordlet_down_at(600_000) && !s.pipeline.koordlet_down_at(1_200_000));
+    assert!(!s.pipeline.down_at(600_000));
+    let controller = |name: &str| {
+        s.pods.iter().find(|p| p.pod.name == name).and_then(|p| p.pod.controller.clone())
+    };
+    // a pod group is one ReplicaSet; a DaemonSet's pods and a pod without `owner` have none
+    assert_eq!(controller("web-1").as_deref(), Some("shop/web"));
+    assert_eq!(controller("agent-1"), None);
+    assert_eq!(controller("lone"), None);
+    assert_eq!(controller("db-0").as_deref(), Some("default/db"));
+    let err = parse_scenario("name: x\nduration: 1h\nkoordlet: {gapz: []}\n", None).unwrap_err();
+    assert!(err.0.contains("gapz") && err.0.contains("line 3"), "{}", err.0);
+}
+
+#[test]
+fn timing_overrides_name_their_key() {
+    let t = Timing::parse("watchLag=2s, cycle=40ms").unwrap();
+    let mut s = Scheduler::default();
+    t.apply(&mut s);
+    assert_eq!((s.cycle, s.bind_delay, s.watch_lag), (Millis(40), Millis(100), Millis(2000)));
+    assert!(Timing::parse("lag=2s").unwrap_err().0.contains("unknown key 'lag'"));
+    assert!(Timing::parse("cycle").unwrap_err().0.contains("key=duration"));
+    assert!(Timing::parse("cycle=soon").unwrap_err().0.contains("--timing cycle"));
+}
+
+#[test]
+fn volatile_backgrounds_cover_the_run_and_bad_dwells_name_the_field() {
+    let text = "
+name: v
+duration: 1h
+warmup: 30m
+nodeGroups:
+  - count: 2
+    prefix: n
+    cpu: 8
+    memory: 32Gi
+    background:
+      volatile:
+        idle: {cpu: {min: 5, max: 15}, memory: 20}
+        busy: {cpu: {min: 50, max: 70}, memory: 35}
+        idleDwell: {median: 20m, sigma: 1.0}
+        busyDwell: {min: 5m, alpha: 1.5}
+        noise: {cpu: 2, memory: 0.5, correlation: 5m}
+        step: 30s
+";
+    let s = parse_scenario(text, None).unwrap();
+    let cpu = s.nodes[0].background.cpu_series.as_ref().unwrap();
+    // one point every 30 s from −30 m to 60 m: 181 points
+    assert_eq!(cpu.0.len(), 181);
+    assert_eq!((cpu.0[0].0, cpu.0[180].0), (-1_800_000, 3_600_000));
+    assert_ne!(s.nodes[0].background.cpu_series, s.nodes[1].background.cpu_series);
+    let bad = text.replace("alpha: 1.5", "alpha: 0");
+    let err = parse_scenario(&bad, None).unwrap_err().0;
+    assert!(err.starts_with("nodeGroups[0].background.volatile.busyDwell:"), "{err}");
+    assert!(err.ends_with("(line 15)"), "{err}");
+    let bad = text.replace("sigma: 1.0", "sigma: 1.0, mode: 3");
+    let err = parse_scenario(&bad, None).unwrap_err().0;
+    assert!(err.contains("idleDwell") && err.contains("line 14"), "{err}");
+}

@@ -1,0 +1,210 @@
+//! Sim-only variants for ablation studies (SIMULATION.md, "Volatile backgrounds"): each
+//! changes one thing of a strategy to find which of its parts a result comes from. None of
+//! them is a peer as its users deploy it, so they never count in the target; the report
+//! shows them as context. `waterline-sim run … --compare koordinator-prom,…`.
+
+mod credit;
+
+use waterline_core::Millis;
+use waterline_peers::koordinator::Args as KoordArgs;
+use waterline_peers::profile::Profile;
+
+use waterline_core::UnixMillis;
+
+use super::{
+    Cycle, Koordinator, Koordlet, MetricKind, MetricNeed, NodeView, Path, Profiled,
+    SchedulerProfile, Strategy, StrategyError, Waterline, waterline_profile,
+};
+use crate::model::SimPod;
+
+/// The variants [`by_name`] knows, with what each changes.
+pub const VARIANTS: &[(&str, &str)] = &[
+    ("waterline-alone", "waterline's plugin with no other score plugin (no PodTopologySpread)"),
+    ("koordinator-prom", "LoadAware on Prometheus' 5 m average polled every 60 s, not koordlet"),
+    ("koordinator-60s", "koordlet averaging over 60 s instead of 300 s"),
+    ("koordinator-no-estimate", "estimated scaling factors 0: no estimate of placed pods"),
+    ("koordinator-no-filter", "usage thresholds 0: score only"),
+    ("koordinator-no-score", "resource weights 0: filter only"),
+    (
+        "waterline-deletion-credit",
+        "the prototype of a deletion credit: an absorbed pod's estimate taken off the metrics \
+         after its deletion until they forget it (credit.rs)",
+    ),
+    (
+        "waterline-headroom-K",
+        "the prototype: waterline's default policy with each 1 h / 1 d maximum of the 5 m \
+         average replaced by its mean + K standard deviations over the same span (K = 1, 1.5, \
+         2, 3; `-leastused` appended: with `curve: leastUsed`)",
+    ),
+];
+
+/// A strategy whose metrics are computed differently: `remeter` rewrites each need (same
+/// names, same order, so the strategy reads the new values where it read the old ones).
+struct Remetered {
+    label: String,
+    inner: Box<dyn Strategy>,
+    remeter: fn(MetricNeed, i64) -> MetricNeed,
+    arg: i64,
+}
+
+impl Strategy for Remetered {
+    fn label(&self) -> &str {
+        &self.label
+    }
+    fn path(&self, scenario: Path) -> Path {
+        self.inner.path(scenario)
+    }
+    fn metrics(&self) -> Vec<MetricNeed> {
+        self.inner.metrics().into_iter().map(|m| (self.remeter)(m, self.arg)).collect()
+    }
+    fn filter(&mut self, c: &Cycle, p: &SimPod, n: &[NodeView<'_>]) -> Vec<Option<String>> {
+        self.inner.filter(c, p, n)
+    }
+    fn score(&mut self, c: &Cycle, p: &SimPod, n: &[NodeView<'_>]) -> Vec<i64> {
+        self.inner.score(c, p, n)
+    }
+    fn on_metrics(&mut self, now: UnixMillis, n: &[NodeView<'_>]) {
+        self.inner.on_metrics(now, n)
+    }
+    fn on_reserve(&mut self, now: UnixMillis, p: &SimPod, node: &str) {
+        self.inner.on_reserve(now, p, node)
+    }
+    fn on_bound(&mut self, now: UnixMillis, p: &SimPod, node: &str, at: UnixMillis) {
+        self.inner.on_bound(now, p, node, at)
+    }
+    fn on_deleted(&mut self, now: UnixMillis, p: &SimPod, node: &str) {
+        self.inner.on_deleted(now, p, node)
+    }
+}
+
+/// koordlet's metrics as Prometheus' 5 m averages (polled at koordlet's report interval).
+fn from_prometheus(m: MetricNeed, _: i64) -> MetricNeed {
+    MetricNeed { kind: MetricKind::Avg { window: Millis::from_mins(5) }, ..m }
+}
+
+/// The prototype of a variability headroom: every `max_over_time(avg[over])` becomes
+/// `avg_over_time(avg[over]) + k·stddev_over_time(avg[over])` (k = `sigmas_x10` / 10).
+fn headroom(m: MetricNeed, sigmas_x10: i64) -> MetricNeed {
+    match m.kind {
+        MetricKind::MaxOfAvg { window, over } => {
+            MetricNeed { kind: MetricKind::MeanPlusSigma { window, over, sigmas_x10 }, ..m }
+        }
+        _ => m,
+    }
+}
+
+fn alone(label: &str, inner: Box<dyn Strategy>) -> Box<dyn Strategy> {
+    Box::new(Profiled::new(
+        label,
+        inner,
+        SchedulerProfile { weight: 1, in_tree: Profile::default() },
+    ))
+}
+
+/// The variant called `name`, if it is one.
+pub fn by_name(name: &str) -> Option<Result<Box<dyn Strategy>, StrategyError>> {
+    let koord = |args: KoordArgs, koordlet: Koordlet| -> Box<dyn Strategy> {
+        Box::new(Koordinator::with_pipeline(args, koordlet))
+    };
+    let d = KoordArgs::default();
+    let strategy = match name {
+        "waterline-alone" => {
+            match Waterline::new("waterline-alone", waterline_core::Policy::default()) {
+                Ok(w) => alone(name, Box::new(w)),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        "waterline-deletion-credit" => {
+            let policy = waterline_core::Policy::default();
+            let inner = match Waterline::new(name, policy.clone()) {
+                Ok(w) => w,
+                Err(e) => return Some(Err(e)),
+            };
+            let credit = credit::DeletionCredit::new(name, Box::new(inner), policy);
+            Box::new(Profiled::new(name, Box::new(credit), waterline_profile()))
+        }
+        "koordinator-prom" => alone(
+            name,
+            Box::new(Remetered {
+                label: name.into(),
+                inner: Box::new(Koordinator::new()),
+                remeter: from_prometheus,
+                arg: 0,
+            }),
+        ),
+        "koordinator-60s" => {
+            alone(name, koord(d, Koordlet { window: Millis::from_secs(60), ..Koordlet::default() }))
+        }
+        "koordinator-no-estimate" => {
+            let args = KoordArgs { estimated_scaling_factors: Default::default(), ..d };
+            alone(name, koord(args, Koordlet::default()))
+        }
+        "koordinator-no-filter" => {
+            let args = KoordArgs { usage_thresholds: Default::default(), ..d };
+            alone(name, koord(args, Koordlet::default()))
+        }
+        "koordinator-no-score" => {
+            let args = KoordArgs { resource_weights: Default::default(), ..d };
+            alone(name, koord(args, Koordlet::default()))
+        }
+        _ => return headroom_variant(name),
+    };
+    Some(Ok(strategy))
+}
+
+/// `waterline-headroom-K[-leastused]`, in waterline's shipped profile.
+fn headroom_variant(name: &str) -> Option<Result<Box<dyn Strategy>, StrategyError>> {
+    let rest = name.strip_prefix("waterline-headroom-")?;
+    let (k, least_used) = match rest.strip_suffix("-leastused") {
+        Some(k) => (k, true),
+        None => (rest, false),
+    };
+    let k: f64 = k.parse().ok().filter(|k: &f64| *k >= 0.0)?;
+    let mut policy = waterline_core::Policy::default();
+    if least_used {
+        policy.curve = waterline_core::policy::Curve::LeastUsed;
+    }
+    let inner = match Waterline::new(name, policy) {
+        Ok(w) => w,
+        Err(e) => return Some(Err(e)),
+    };
+    let remetered = Remetered {
+        label: name.into(),
+        inner: Box::new(inner),
+        remeter: headroom,
+        arg: (k * 10.0).round() as i64,
+    };
+    Some(Ok(Box::new(Profiled::new(name, Box::new(remetered), waterline_profile()))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_headroom_prototype_replaces_the_maxima_and_keeps_the_order() {
+        let s = by_name("waterline-headroom-1.5-leastused").unwrap().unwrap();
+        assert_eq!(s.label(), "waterline-headroom-1.5-leastused");
+        let kinds: Vec<MetricKind> = s.metrics().iter().map(|m| m.kind).collect();
+        let five = Millis::from_mins(5);
+        let sigma = |over| MetricKind::MeanPlusSigma { window: five, over, sigmas_x10: 15 };
+        let (hour, day) = (sigma(Millis::from_mins(60)), sigma(Millis::from_mins(1440)));
+        let avg = MetricKind::Avg { window: five };
+        assert_eq!(kinds, [avg, hour, day, avg, hour, day]);
+        assert!(by_name("waterline-headroom-x").is_none());
+        assert!(by_name("waterline-headroom--1").is_none());
+        // every listed variant builds
+        for (name, _) in VARIANTS.iter().filter(|v| !v.0.ends_with("-K")) {
+            assert_eq!(by_name(name).unwrap().unwrap().label(), *name);
+        }
+    }
+
+    #[test]
+    fn koordinator_prom_reads_prometheus() {
+        let s = by_name("koordinator-prom").unwrap().unwrap();
+        assert!(s.metrics().iter().all(|m| m.kind.from_prometheus()));
+        assert!(by_name("koordinator-60s").unwrap().unwrap().metrics().iter().all(|m| {
+            matches!(m.kind, MetricKind::Koordlet { window, .. } if window == Millis::from_secs(60))
+        }));
+    }
+}
