@@ -1,18 +1,33 @@
 //! The engine's answers as Filter and Score responses.
 
 use waterline_api::v1 as pb;
-use waterline_core::engine::{FilterVerdicts, ScoreOutcome};
+use waterline_core::engine::Evaluation;
 use waterline_core::{Millis, ScoreTerm};
 
 use crate::ToProto;
 use crate::time::duration;
 
-pub fn filter_response(verdicts: FilterVerdicts, snapshot_age: Millis) -> pb::FilterResponse {
-    pb::FilterResponse {
-        feasible_nodes: verdicts.feasible,
-        rejected: verdicts.rejected.into_iter().collect(),
-        snapshot_age: Some(duration(snapshot_age)),
+/// The Filter answer from an evaluation of `names`, the candidates in the evaluation's
+/// order; with `rejected_only` (Filter's `all_nodes`) the feasible ones are left out. A name
+/// becomes a `String` only when it goes into the answer.
+pub fn filter_response<S: Into<String>>(
+    names: impl IntoIterator<Item = S>,
+    evaluation: &Evaluation,
+    rejected_only: bool,
+    snapshot_age: Millis,
+) -> pb::FilterResponse {
+    let mut response =
+        pb::FilterResponse { snapshot_age: Some(duration(snapshot_age)), ..Default::default() };
+    for (name, verdict) in names.into_iter().zip(evaluation.verdicts()) {
+        match verdict {
+            Some(reason) => {
+                response.rejected.insert(name.into(), reason.to_owned());
+            }
+            None if !rejected_only => response.feasible_nodes.push(name.into()),
+            None => {}
+        }
     }
+    response
 }
 
 impl ToProto for ScoreTerm {
@@ -32,12 +47,12 @@ impl ToProto for ScoreTerm {
     }
 }
 
-/// The Score answer for `names`, the candidates the outcome was computed for, in the same
-/// order: bare scores in request order when `scores_only`, else named scores whose names
-/// move in from the request.
+/// The Score answer for `names`, the candidates `evaluation` scored (`Ask::Score`), in the
+/// same order: bare scores in request order when `scores_only`, else named scores whose
+/// names move in from the request, with the terms when they were explained.
 pub fn score_response(
     names: Vec<String>,
-    outcome: ScoreOutcome,
+    evaluation: Evaluation,
     scores_only: bool,
     snapshot_age: Millis,
 ) -> pb::ScoreResponse {
@@ -48,21 +63,25 @@ pub fn score_response(
             snapshot_age,
             // Scores are 0..100 (the curves' range); saturating rather than wrapping keeps
             // even a broken curve's answer ordered.
-            ordered_scores: outcome
+            ordered_scores: evaluation
                 .scores
                 .iter()
-                .map(|s| s.score.clamp(i32::MIN.into(), i32::MAX.into()) as i32)
+                .map(|s| s.unwrap_or_default().clamp(i32::MIN.into(), i32::MAX.into()) as i32)
                 .collect(),
         };
     }
     pb::ScoreResponse {
         scores: names
             .into_iter()
-            .zip(outcome.scores)
-            .map(|(node_name, s)| pb::NodeScore {
+            .zip(evaluation.scores)
+            .enumerate()
+            .map(|(i, (node_name, score))| pb::NodeScore {
                 node_name,
-                score: s.score,
-                terms: s.terms.iter().map(ToProto::to_proto).collect(),
+                score: score.unwrap_or_default(),
+                terms: evaluation
+                    .terms
+                    .get(i)
+                    .map_or_else(Vec::new, |terms| terms.iter().map(ToProto::to_proto).collect()),
             })
             .collect(),
         snapshot_age,

@@ -127,26 +127,28 @@ fn over_sizes(
 fn filter_and_score(c: &mut Criterion) {
     let pod = &pod();
     over_sizes(c, "filter", &SIZES, move |policy, snap, names| {
-        black_box(engine::filter(policy, snap, pod, names, NOW));
+        black_box(engine::reference::filter(policy, snap, pod, names, NOW));
     });
     // Every node of the snapshot, rejected ones answered (FilterRequest.all_nodes, what the
     // scheduler plugin sends): the same verdicts as `filter` over every name.
     over_sizes(c, "filter_all", &SIZES, move |policy, snap, _| {
-        black_box(engine::filter_all(policy, snap, pod, NOW));
+        black_box(engine::reference::filter_all(policy, snap, pod, NOW));
     });
     over_sizes(c, "score", &SIZES, move |policy, snap, names| {
-        black_box(engine::score(policy, snap, pod, names, NOW, false));
+        black_box(engine::reference::score(policy, snap, pod, names, NOW, false));
     });
     // What the scorer does per request with `explain: true` (six terms per node).
     over_sizes(c, "score_explain", &[100, 5_000], move |policy, snap, names| {
-        black_box(engine::score(policy, snap, pod, names, NOW, true));
+        black_box(engine::reference::score(policy, snap, pod, names, NOW, true));
     });
 }
 
 /// Evaluate of every node for one pod: `evaluate` over the table precomputed per
-/// snapshot change, and `evaluate_reference`, the scorer's old path (filter, then score of
-/// the feasible names), in the same run.
+/// snapshot change, and `reference::evaluate_reference`, the scorer's old path (filter,
+/// then score of the feasible names), in the same run.
 fn evaluate(c: &mut Criterion) {
+    const EVALUATE: engine::Ask = engine::Ask::Evaluate;
+    const ALL: engine::Candidates<'static> = engine::Candidates::All;
     let pod = &pod();
     let policy = Policy::default();
     let mut group = c.benchmark_group("evaluate");
@@ -164,12 +166,20 @@ fn evaluate(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("prepared", n), |b| {
             let (snap, table) = input(&policy);
             b.iter(|| {
-                black_box(engine::evaluate(&policy, snap, table, pod, engine::Candidates::All, NOW))
+                black_box(engine::evaluate(&policy, snap, Some(table), pod, EVALUATE, ALL, NOW))
             })
         });
         group.bench_function(BenchmarkId::new("reference", n), |b| {
             let (snap, table) = input(&policy);
-            b.iter(|| black_box(engine::evaluate_reference(&policy, snap, pod, table.names(), NOW)))
+            b.iter(|| {
+                black_box(engine::reference::evaluate_reference(
+                    &policy,
+                    snap,
+                    pod,
+                    table.names(),
+                    NOW,
+                ))
+            })
         });
         // The same pod owned by a DaemonSet, which load thresholds never reject: every node
         // scored and no reason written, so old and new compare the loop alone.
@@ -177,15 +187,15 @@ fn evaluate(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("prepared_no_rejections", n), |b| {
             let (snap, table) = input(&policy);
             b.iter(|| {
-                black_box(engine::evaluate(
-                    &policy,
-                    snap,
-                    table,
-                    daemon,
-                    engine::Candidates::All,
-                    NOW,
-                ))
+                black_box(engine::evaluate(&policy, snap, Some(table), daemon, EVALUATE, ALL, NOW))
             })
+        });
+        // The Score RPC's answer (every candidate scored, no verdicts) over the table, beside
+        // `score` in `filter_and_score`, the reference walk it replaced.
+        group.bench_function(BenchmarkId::new("score_prepared", n), |b| {
+            let (snap, table) = input(&policy);
+            let score = engine::Ask::Score { explain: false };
+            b.iter(|| black_box(engine::evaluate(&policy, snap, Some(table), pod, score, ALL, NOW)))
         });
     }
     group.finish();

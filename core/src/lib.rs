@@ -12,6 +12,7 @@ pub mod curve;
 pub mod delta;
 pub mod engine;
 pub mod estimate;
+pub mod extender_score;
 pub mod ledger;
 pub mod placement;
 pub mod pod;
@@ -24,7 +25,7 @@ pub mod time;
 pub mod yaml;
 
 pub use delta::{Delta, NodeReport};
-pub use engine::{FilterOutcome, FilterVerdicts, NodeScore, ScoreTerm};
+pub use engine::ScoreTerm;
 pub use ledger::{Ledger, LedgerEntry, LedgerSource};
 pub use pod::Pod;
 pub use policy::Policy;

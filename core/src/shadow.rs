@@ -4,8 +4,8 @@
 //!
 //! A [`ShadowView`] is the cluster as a scorer sees it (a [`Snapshot`] fed by the same
 //! deltas) plus the requests of the pods bound to each node, for request fit. Judging runs
-//! the one engine ([`crate::engine::filter`] and [`crate::engine::score`]); nothing here
-//! re-implements a formula.
+//! the one engine ([`crate::engine::evaluate`]: Evaluate for the verdicts, Score for every
+//! candidate's score); nothing here re-implements a formula.
 //!
 //! **Request fit** approximates kube-scheduler's NodeResourcesFit for cpu and memory only:
 //! a pod fits a node when, for each of cpu and memory it requests (a zero request always
@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use crate::FastMap;
 use crate::delta::Delta;
-use crate::engine;
+use crate::engine::{self, Ask, Candidates};
 use crate::pod::Pod;
 use crate::policy::{Curve, Policy};
 use crate::snapshot::Snapshot;
@@ -203,13 +203,19 @@ impl ShadowView {
                 &extra
             }
         };
-        let filtered = engine::filter(policy, &self.snapshot, pod, names, now);
-        let scored = engine::score(policy, &self.snapshot, pod, names, now, false);
+        // Filter's verdict and Score's score of every candidate, the chosen node's even when
+        // the policy rejects it (its regret is still worth knowing).
+        let candidates = Candidates::Names(names);
+        let filtered =
+            engine::evaluate(policy, &self.snapshot, None, pod, Ask::Evaluate, candidates, now);
+        let verdicts = filtered.verdicts();
+        let score = Ask::Score { explain: false };
+        let scored = engine::evaluate(policy, &self.snapshot, None, pod, score, candidates, now);
         let mut best: Option<(usize, i64)> = None;
         let (mut fitting, mut feasible) = (0, 0);
         let mut chosen = None;
         for (i, name) in names.iter().enumerate() {
-            let score = scored.scores[i].score;
+            let score = scored.scores[i].unwrap_or_default();
             if *name == bind.node {
                 chosen = Some(i);
             }
@@ -217,7 +223,7 @@ impl ShadowView {
                 continue;
             }
             fitting += 1;
-            if filtered.rejections[i].is_some() {
+            if verdicts[i].is_some() {
                 continue;
             }
             feasible += 1;
@@ -231,8 +237,8 @@ impl ShadowView {
             }
         }
         let chosen = chosen.expect("the chosen node is a candidate");
-        let chosen_score = scored.scores[chosen].score;
-        let rejection = filtered.rejections[chosen].clone();
+        let chosen_score = scored.scores[chosen].unwrap_or_default();
+        let rejection = verdicts[chosen].map(str::to_owned);
         let best = best.map(|(i, score)| (names[i].clone(), score));
         Decision {
             namespace: pod.namespace.clone(),
@@ -266,8 +272,11 @@ fn levels(
     node: &str,
     now: UnixMillis,
 ) -> Vec<Level> {
-    let explained = engine::score(policy, snapshot, pod, &[node.to_owned()], now, true);
-    let Some(terms) = explained.scores.first().map(|s| &s.terms) else { return Vec::new() };
+    let names = [node.to_owned()];
+    let explain = Ask::Score { explain: true };
+    let explained =
+        engine::evaluate(policy, snapshot, None, pod, explain, Candidates::Names(&names), now);
+    let Some(terms) = explained.terms.first() else { return Vec::new() };
     policy
         .metrics
         .iter()

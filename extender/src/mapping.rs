@@ -1,48 +1,9 @@
 //! From the scorer's answers to the extender's: 0..100 scores to `MaxExtenderPriority`
-//! (0..10), and the scorer's detailed rejection reasons to short, stable `FailedNodes`
+//! (0..10) by core's `extender_score` (the simulator models the extender path with the same
+//! rule), and the scorer's detailed rejection reasons to short, stable `FailedNodes`
 //! messages.
-//!
-//! **Round** (default): `round(score / 10)`, half away from zero, so a node's extender score
-//! means the same whatever the other candidates are; nodes whose scores differ by less than 5
-//! may tie. **Rescale**: the best candidate gets 10, the worst 0, linear in between, rounded;
-//! the ranking survives the 11 levels better, but a score no longer says how good a node is
-//! in absolute terms (two nearly identical nodes get 0 and 10, and the scheduler adds that gap
-//! × weight × 10 to its own scores). When every candidate scores the same, Rescale gives all
-//! of them 10: any constant keeps the (flat) ranking, and 10 matches "best → 10".
-
-use waterline_core::policy::ScoreMapping;
 
 use crate::wire::HostPriority;
-
-pub const MAX_EXTENDER_PRIORITY: i64 = 10;
-
-/// 0..100 → 0..10, half away from zero; out-of-range inputs are clamped.
-pub fn round_score(score: i64) -> i64 {
-    ((score as f64 / 10.0).round() as i64).clamp(0, MAX_EXTENDER_PRIORITY)
-}
-
-/// Extender scores for `scores` (0..100 each, in candidate order) under `mapping`.
-pub fn map_scores(mapping: ScoreMapping, scores: &[i64]) -> Vec<i64> {
-    match mapping {
-        ScoreMapping::Round => scores.iter().map(|&s| round_score(s)).collect(),
-        ScoreMapping::Rescale => {
-            let (Some(&lo), Some(&hi)) = (scores.iter().min(), scores.iter().max()) else {
-                return Vec::new();
-            };
-            if hi == lo {
-                return vec![MAX_EXTENDER_PRIORITY; scores.len()];
-            }
-            let span = (hi - lo) as f64;
-            scores
-                .iter()
-                .map(|&s| {
-                    let scaled = (s - lo) as f64 * MAX_EXTENDER_PRIORITY as f64 / span;
-                    (scaled.round() as i64).clamp(0, MAX_EXTENDER_PRIORITY)
-                })
-                .collect()
-        }
-    }
-}
 
 /// Every host with the same score: what the extender answers when it must not influence the
 /// choice (another scheduler's pod, or no answer from the scorer in time).
@@ -95,27 +56,6 @@ pub fn short_reason(reason: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn round_is_half_away_from_zero_and_clamped() {
-        let cases = [(0, 0), (4, 0), (5, 1), (14, 1), (15, 2), (45, 5), (95, 10), (100, 10)];
-        for (score, want) in cases {
-            assert_eq!(round_score(score), want, "score {score}");
-        }
-        assert_eq!(round_score(-7), 0);
-        assert_eq!(round_score(250), 10);
-        assert_eq!(map_scores(ScoreMapping::Round, &[24, 40, 100, 19, 13, 0]), [2, 4, 10, 2, 1, 0]);
-    }
-
-    #[test]
-    fn rescale_spreads_candidates_over_zero_to_ten() {
-        assert_eq!(map_scores(ScoreMapping::Rescale, &[40, 42, 44, 41]), [0, 5, 10, 3]);
-        // Half away from zero: 50 → 2.5 → 3.
-        assert_eq!(map_scores(ScoreMapping::Rescale, &[0, 50, 200]), [0, 3, 10]);
-        assert_eq!(map_scores(ScoreMapping::Rescale, &[60, 60, 60]), [10, 10, 10]);
-        assert_eq!(map_scores(ScoreMapping::Rescale, &[37]), [10]);
-        assert!(map_scores(ScoreMapping::Rescale, &[]).is_empty());
-    }
 
     #[test]
     fn only_anti_colocation_may_be_resolved_by_eviction() {

@@ -12,11 +12,12 @@
 use std::collections::{HashMap, HashSet};
 
 use tokio::time::Instant;
+use waterline_core::extender_score::map_scores;
 use waterline_runtime::policy::PolicyHandle;
 
 use crate::bind::Binder;
 use crate::cache::ScoreCache;
-use crate::mapping::{eviction_may_resolve, map_scores, neutral_priorities, short_reason};
+use crate::mapping::{eviction_may_resolve, neutral_priorities, short_reason};
 use crate::metrics::{CacheLabels, Metrics, VerbLabels};
 use crate::pod::Pod;
 use crate::provisional::{Provisional, best};

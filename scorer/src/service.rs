@@ -11,7 +11,7 @@ use waterline_convert::{
     ConvertError, FromProto, check_node_names, duration, filter_response, provisional_ttl,
     required_pod, score_response,
 };
-use waterline_core::engine::{self, Candidates, Stats};
+use waterline_core::engine::{self, Ask, Candidates, Stats};
 use waterline_core::placement::placement;
 use waterline_core::{LedgerSource, Pod, UnixMillis};
 use waterline_runtime::limits::Limits;
@@ -74,8 +74,9 @@ impl Scorer {
         let evaluation = engine::evaluate(
             &policy,
             generation.snapshot(),
-            generation.prepared(),
+            Some(generation.prepared()),
             pod,
+            Ask::Evaluate,
             candidates,
             now,
         );
@@ -134,21 +135,37 @@ impl Scorer {
         self.require_synced()?;
         let policy = self.policy.get();
         let now = UnixMillis::now();
-        let outcome = if request.all_nodes {
+        let generation = self.store.read();
+        let (snapshot, table) = (generation.snapshot(), Some(generation.prepared()));
+        let response = if request.all_nodes {
             if !request.node_names.is_empty() {
                 return Err(Status::invalid_argument(
                     "node_names must be empty when all_nodes is set",
                 ));
             }
+            // Every node the snapshot holds anything for, only the rejected ones answered.
             let pod = required_pod(request.pod.as_ref())?;
-            engine::filter_all(&policy, &self.store.read(), &pod, now)
+            let evaluation = engine::evaluate(
+                &policy,
+                snapshot,
+                table,
+                &pod,
+                Ask::Evaluate,
+                Candidates::Slots,
+                now,
+            );
+            self.count(evaluation.stats);
+            let names = snapshot.slots().map(|(name, _)| name);
+            filter_response(names, &evaluation, true, self.store.age(now))
         } else {
             let pod = self.candidates(request.pod.as_ref(), &request.node_names)?;
-            engine::filter(&policy, &self.store.read(), &pod, &request.node_names, now)
-                .with_names(request.node_names)
+            let candidates = Candidates::Names(&request.node_names);
+            let evaluation =
+                engine::evaluate(&policy, snapshot, table, &pod, Ask::Evaluate, candidates, now);
+            self.count(evaluation.stats);
+            filter_response(request.node_names, &evaluation, false, self.store.age(now))
         };
-        self.count(outcome.stats);
-        Ok(filter_response(outcome, self.store.age(now)))
+        Ok(response)
     }
 
     fn score_now(&self, request: pb::ScoreRequest) -> Result<pb::ScoreResponse, Status> {
@@ -161,17 +178,20 @@ impl Scorer {
         let pod = self.candidates(request.pod.as_ref(), &request.node_names)?;
         let policy = self.policy.get();
         let now = UnixMillis::now();
-        let outcome = engine::score(
+        let generation = self.store.read();
+        let evaluation = engine::evaluate(
             &policy,
-            &self.store.read(),
+            generation.snapshot(),
+            Some(generation.prepared()),
             &pod,
-            &request.node_names,
+            Ask::Score { explain: request.explain },
+            Candidates::Names(&request.node_names),
             now,
-            request.explain,
         );
-        self.count(outcome.stats);
+        drop(generation);
+        self.count(evaluation.stats);
         let age = self.store.age(now);
-        Ok(score_response(request.node_names, outcome, request.scores_only, age))
+        Ok(score_response(request.node_names, evaluation, request.scores_only, age))
     }
 
     /// A Reserve, or with `provisional_ttl` a provisional one (expiring at now + TTL unless

@@ -2,10 +2,15 @@
 //! stale, the metric is left out for every node instead of scoring half the cluster from old
 //! data.
 
+use super::reference::*;
 use super::*;
+use crate::pod::Pod;
+use crate::policy::Policy;
 use crate::policy::{StaleFilter, parse_policy};
 use crate::snapshot::Sample;
+use crate::snapshot::{Capacity, Snapshot};
 use crate::time::Millis;
+use crate::time::UnixMillis;
 
 const NOW: UnixMillis = UnixMillis(1_800_000_000_000);
 const EIGHT_CPU: Capacity = Capacity { cpu_millis: 8000, memory_bytes: 32 << 30 };

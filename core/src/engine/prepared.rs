@@ -21,7 +21,7 @@ use crate::policy::{Policy, Resource};
 use crate::snapshot::{Capacity, NodeSlot, Snapshot};
 use crate::time::{Millis, UnixMillis};
 
-use super::{absorb_windows, percent_of};
+use super::plan::{absorb_windows, percent_of};
 
 /// Beyond ±2⁶² ms the `now − placed_at < window` of the old path could overflow where
 /// `now < placed_at + window` does not: rows there always take the snapshot path.

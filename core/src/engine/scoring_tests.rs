@@ -1,10 +1,14 @@
 //! Per-metric scoring: units, `maxOfCandidates`, direction, per-metric curves and rounding,
 //! each with the arithmetic of the reference it reproduces written out.
 
-use super::*;
+use super::reference::*;
+use crate::pod::Pod;
+use crate::policy::Policy;
 use crate::policy::parse_policy;
 use crate::snapshot::Sample;
+use crate::snapshot::{Capacity, Snapshot};
 use crate::time::Millis;
+use crate::time::UnixMillis;
 
 const NOW: UnixMillis = UnixMillis(1_800_000_000_000);
 const HUGE: Capacity = Capacity { cpu_millis: 1 << 50, memory_bytes: 1 << 60 };

@@ -1,11 +1,19 @@
 use std::collections::BTreeMap;
 
+use super::plan::{push_one_decimal, write_digits};
+use super::reference::*;
 use super::*;
+use crate::curve::round_score;
 use crate::estimate::Usage;
+use crate::estimate::estimate;
 use crate::ledger::{LedgerEntry, LedgerSource};
+use crate::pod::Pod;
 use crate::policy::{AntiColocation, LedgerPolicy, parse_policy};
+use crate::policy::{Curve, Policy, StaleFilter};
 use crate::snapshot::Sample;
+use crate::snapshot::{Capacity, Snapshot};
 use crate::time::Millis;
+use crate::time::UnixMillis;
 
 const NOW: UnixMillis = UnixMillis(1_800_000_000_000);
 const HUGE: Capacity = Capacity { cpu_millis: 1 << 50, memory_bytes: 1 << 60 };
@@ -31,7 +39,7 @@ fn filter(
     nodes: &[String],
     now: UnixMillis,
 ) -> FilterVerdicts {
-    super::filter(policy, snapshot, pod, nodes, now).with_names(nodes.to_vec())
+    super::reference::filter(policy, snapshot, pod, nodes, now).with_names(nodes.to_vec())
 }
 
 fn names(nodes: &[&str]) -> Vec<String> {
@@ -290,7 +298,7 @@ fn filter_all_rejects_what_filter_rejects_over_every_node_and_lists_no_feasible_
 
     let every_node = names(&["cool", "hot", "stale", "ledger-only"]);
     let by_name = filter(&policy, &snap, &pod, &every_node, NOW);
-    let mut all = super::filter_all(&policy, &snap, &pod, NOW);
+    let mut all = super::reference::filter_all(&policy, &snap, &pod, NOW);
     all.rejected.sort();
     let mut expected = by_name.rejected.clone();
     expected.sort();
@@ -303,7 +311,7 @@ fn filter_all_rejects_what_filter_rejects_over_every_node_and_lists_no_feasible_
     assert_eq!(all.stats, by_name.stats);
 
     policy.stale.filter = StaleFilter::Reject;
-    let all = super::filter_all(&policy, &snap, &pod, NOW);
+    let all = super::reference::filter_all(&policy, &snap, &pod, NOW);
     assert_eq!(all.rejected.len(), 3, "{:?}", all.rejected);
 }
 

@@ -1,4 +1,4 @@
-//! Waterline itself: core's `Snapshot`, `Ledger` and `engine::filter` / `engine::score`,
+//! Waterline itself: core's `Snapshot`, `Ledger`, prepared table and `engine::evaluate`,
 //! fed the way the scorer feeds them (scorer/src/store.rs, scorer/src/service.rs):
 //!
 //! - a poll replaces a node's samples and capacity (`Snapshot::upsert_node`, what the
@@ -10,12 +10,17 @@
 //!   (collector/src/sources/kube/pods.rs `view`), which the ledger merges with a Reserve;
 //! - a deletion removes the entry.
 //!
-//! No formula is re-implemented here; the extender path's 0..100 → 0..10 mapping is the
-//! extender adapter's (extender/src/mapping.rs), which lives outside core.
+//! The filter phase asks the engine's Evaluate, the score phase its Score of the nodes that
+//! passed every filter, over a table kept up to date as the scorer keeps its own
+//! (`Prepared::update` after every change). No formula is re-implemented here: the ledger
+//! entry is core's `placement`, the extender path's 0..100 → 0..10 mapping core's
+//! `extender_score`, which the extender adapter answers with.
 
-use waterline_core::estimate::estimate;
-use waterline_core::policy::{Policy, ScoreMapping};
-use waterline_core::{Capacity, LedgerEntry, LedgerSource, Millis, Snapshot, UnixMillis, engine};
+use waterline_core::engine::{self, Ask, Candidates, Prepared};
+use waterline_core::extender_score::map_scores;
+use waterline_core::placement::placement;
+use waterline_core::policy::Policy;
+use waterline_core::{Capacity, LedgerEntry, LedgerSource, Millis, Snapshot, UnixMillis};
 
 use super::{Cycle, MetricKind, MetricNeed, NodeView, Path, Resource, Strategy, StrategyError};
 use crate::model::SimPod;
@@ -25,6 +30,8 @@ pub struct Waterline {
     policy: Policy,
     needs: Vec<MetricNeed>,
     snapshot: Snapshot,
+    /// The snapshot's prepared rows, brought up to date before each question.
+    table: Prepared,
     names: Vec<String>,
 }
 
@@ -68,11 +75,14 @@ impl Waterline {
             })?;
             needs.push(MetricNeed { name: m.name.clone(), resource, kind, poll: m.period });
         }
+        let mut snapshot = Snapshot::default();
+        snapshot.track_changes();
         Ok(Waterline {
             label: label.into(),
             policy,
             needs,
-            snapshot: Snapshot::default(),
+            snapshot,
+            table: Prepared::default(),
             names: Vec::new(),
         })
     }
@@ -82,46 +92,33 @@ impl Waterline {
     }
 
     fn entry(&self, pod: &SimPod, node: &str, at: UnixMillis, source: LedgerSource) -> LedgerEntry {
-        let core_pod = pod.to_core();
-        LedgerEntry {
-            uid: pod.uid.clone(),
-            namespace: pod.namespace.clone(),
-            name: pod.name.clone(),
-            node: node.to_owned(),
-            placed_at: at,
-            usage: estimate(&self.policy.estimator, &core_pod),
-            source,
-            labels: self.policy.ledger_labels(core_pod.labels),
-        }
+        // A simulated pod always has a uid (namespace/name) and a node.
+        placement(&self.policy, pod.to_core(), node, at, source)
+            .expect("a simulated placement has a uid and a node")
     }
 
-    fn candidates(&mut self, nodes: &[NodeView<'_>]) -> &[String] {
+    /// `ask` for `pod` on `nodes`, over the table brought up to date first.
+    fn evaluate(
+        &mut self,
+        now: UnixMillis,
+        pod: &SimPod,
+        nodes: &[NodeView<'_>],
+        ask: Ask,
+    ) -> engine::Evaluation {
+        self.table.update(&self.policy, &mut self.snapshot, now);
         self.names.clear();
         self.names.extend(nodes.iter().map(|n| n.name.to_owned()));
-        &self.names
-    }
-}
-
-/// extender/src/mapping.rs `map_scores`: what kube-scheduler receives from the extender.
-fn extender_scores(mapping: ScoreMapping, scores: &[i64]) -> Vec<i64> {
-    const MAX: i64 = 10;
-    match mapping {
-        ScoreMapping::Round => {
-            scores.iter().map(|&s| ((s as f64 / 10.0).round() as i64).clamp(0, MAX)).collect()
-        }
-        ScoreMapping::Rescale => {
-            let (Some(&lo), Some(&hi)) = (scores.iter().min(), scores.iter().max()) else {
-                return Vec::new();
-            };
-            if hi == lo {
-                return vec![MAX; scores.len()];
-            }
-            let span = (hi - lo) as f64;
-            scores
-                .iter()
-                .map(|&s| (((s - lo) as f64 * MAX as f64 / span).round() as i64).clamp(0, MAX))
-                .collect()
-        }
+        let pod = pod.to_core();
+        let candidates = Candidates::Names(&self.names);
+        engine::evaluate(
+            &self.policy,
+            &self.snapshot,
+            Some(&self.table),
+            &pod,
+            ask,
+            candidates,
+            now,
+        )
     }
 }
 
@@ -140,21 +137,17 @@ impl Strategy for Waterline {
         pod: &SimPod,
         nodes: &[NodeView<'_>],
     ) -> Vec<Option<String>> {
-        let core_pod = pod.to_core();
-        self.candidates(nodes);
-        engine::filter(&self.policy, &self.snapshot, &core_pod, &self.names, cycle.now).rejections
+        let evaluation = self.evaluate(cycle.now, pod, nodes, Ask::Evaluate);
+        evaluation.verdicts().into_iter().map(|v| v.map(str::to_owned)).collect()
     }
 
     fn score(&mut self, cycle: &Cycle, pod: &SimPod, nodes: &[NodeView<'_>]) -> Vec<i64> {
-        let core_pod = pod.to_core();
-        self.candidates(nodes);
-        let outcome =
-            engine::score(&self.policy, &self.snapshot, &core_pod, &self.names, cycle.now, false);
-        let scores: Vec<i64> = outcome.scores.iter().map(|s| s.score).collect();
+        let evaluation = self.evaluate(cycle.now, pod, nodes, Ask::Score { explain: false });
+        let scores: Vec<i64> = evaluation.scores.iter().map(|s| s.unwrap_or_default()).collect();
         match cycle.path {
             Path::Plugin => scores,
             // kube-scheduler multiplies an extender's 0..10 by its weight (1) and by 10.
-            Path::Extender => extender_scores(self.policy.extender_score_mapping, &scores)
+            Path::Extender => map_scores(self.policy.extender_score_mapping, &scores)
                 .into_iter()
                 .map(|s| s * 10)
                 .collect(),
@@ -205,15 +198,5 @@ mod tests {
         let avg = MetricKind::Avg { window: five };
         assert_eq!(kinds, vec![avg, hour, day, avg, hour, day]);
         assert_eq!(w.metrics()[0].poll, Millis::from_secs(30));
-    }
-
-    #[test]
-    fn extender_mapping_matches_the_adapter() {
-        assert_eq!(
-            extender_scores(ScoreMapping::Round, &[24, 40, 100, 19, 13, 0]),
-            [2, 4, 10, 2, 1, 0]
-        );
-        assert_eq!(extender_scores(ScoreMapping::Rescale, &[50, 50]), [10, 10]);
-        assert_eq!(extender_scores(ScoreMapping::Rescale, &[0, 25, 100]), [0, 3, 10]);
     }
 }

@@ -12,11 +12,12 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Container, Pod as KubePod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tokio::sync::watch;
-use waterline_core::estimate::estimate;
+use waterline_core::placement::{PlacementError, placement};
 use waterline_core::pod::{
     ContainerResources, EffectiveResources, InitContainerResources, PodSpecResources, ResourceList,
     effective_resources,
 };
+use waterline_core::policy::Policy;
 use waterline_core::quantity::{parse_bytes, parse_cpu_millis};
 use waterline_core::shadow::{Bind, Requests};
 use waterline_core::{LedgerEntry, LedgerSource, Pod, UnixMillis};
@@ -45,6 +46,8 @@ pub enum PodError {
     /// A resource quantity that does not parse; `field` is its JSON path in the pod.
     #[error("{field}: {reason}")]
     Quantity { field: String, reason: waterline_core::quantity::QuantityError },
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
 }
 
 /// One quantity of `list`, parsed in the domain's unit; `field` names the list in errors.
@@ -104,7 +107,7 @@ pub fn pod_spec_resources(pod: &KubePod) -> Result<PodSpecResources, PodError> {
                 sidecar: c.restart_policy.as_deref() == Some("Always"),
             })
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, PodError>>()?;
     Ok(PodSpecResources {
         containers,
         init_containers,
@@ -156,11 +159,10 @@ pub fn domain_pod(pod: &KubePod) -> Result<Pod, PodError> {
     })
 }
 
-/// Converts a pod object; `Err` names what is malformed (the pod is then skipped).
-pub fn view(
-    pod: &KubePod,
-    estimator: &waterline_core::policy::Estimator,
-) -> Result<PodView, PodError> {
+/// Converts a pod object; `Err` names what is malformed (the pod is then skipped). A placed
+/// pod becomes its ledger entry by core's `placement`, as a Reserve does: estimated and its
+/// labels trimmed by `policy`.
+pub fn view(pod: &KubePod, policy: &Policy) -> Result<PodView, PodError> {
     let uid = pod.metadata.uid.clone().filter(|u| !u.is_empty()).ok_or(PodError::NoUid)?;
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
@@ -168,17 +170,8 @@ pub fn view(
         return Ok(PodView::Unplaced { uid });
     };
     let placed_at = placed_at(pod).ok_or(PodError::NoPlacementTime)?;
-    let pod = domain_pod(pod)?;
-    Ok(PodView::Placed(LedgerEntry {
-        usage: estimate(estimator, &pod),
-        uid,
-        namespace: pod.namespace,
-        name: pod.name,
-        node,
-        placed_at,
-        source: LedgerSource::Watch,
-        labels: pod.labels,
-    }))
+    let pod = Pod { uid, ..domain_pod(pod)? };
+    Ok(PodView::Placed(placement(policy, pod, &node, placed_at, LedgerSource::Watch)?))
 }
 
 fn describe(pod: &KubePod) -> String {
@@ -237,11 +230,7 @@ impl PodIndex {
 
     fn convert(&self, pod: &KubePod) -> Option<PodView> {
         let policy = self.policy.get();
-        match view(pod, &policy.estimator) {
-            Ok(PodView::Placed(mut entry)) => {
-                entry.labels = policy.ledger_labels(std::mem::take(&mut entry.labels));
-                Some(PodView::Placed(entry))
-            }
+        match view(pod, &policy) {
             Ok(view) => Some(view),
             Err(error) => {
                 tracing::warn!(%error, pod = %describe(pod), "skipping malformed pod");

@@ -1,20 +1,25 @@
-//! `evaluate` over a `Prepared` table against `evaluate_reference` (filter, then score of
-//! the feasible names, as the scorer answered before): random snapshots, ledgers, pods and
-//! policies, the table kept up to date through random changes, asked at random times — the
-//! same answer, score for score and reason for reason. Cases: `WATERLINE_FUZZ_CASES`
+//! `evaluate` against the reference walk (`reference.rs`): Evaluate against
+//! `evaluate_reference` (filter, then score of the feasible names), Score against `score`,
+//! with and without a `Prepared` table, for every kind of candidate list: random snapshots,
+//! ledgers, pods and policies, the table kept up to date through random changes, asked at
+//! random times — the same answer, score for score, term for term and reason for reason. Cases: `WATERLINE_FUZZ_CASES`
 //! (default 256).
 
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use proptest::test_runner::Config;
 
 use super::*;
+use crate::engine::reference::evaluate_reference;
 use crate::estimate::Usage;
 use crate::ledger::{LedgerEntry, LedgerSource};
+use crate::pod::Pod;
+use crate::policy::Policy;
 use crate::policy::parse_policy;
 use crate::snapshot::Sample;
+use crate::snapshot::{Capacity, Snapshot};
 use crate::time::Millis;
+use crate::time::UnixMillis;
 
 const NOW: UnixMillis = UnixMillis(1_800_000_000_000);
 /// Node names: the first ones get metrics, all may carry ledger entries or be asked for.
@@ -195,12 +200,8 @@ fn pod() -> impl Strategy<Value = Pod> {
     )
 }
 
-fn cases() -> u32 {
-    std::env::var("WATERLINE_FUZZ_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256)
-}
-
 proptest! {
-    #![proptest_config(Config { cases: cases(), ..Config::default() })]
+    #![proptest_config(waterline_testkit::proptest_config(256))]
 
     #[test]
     fn evaluate_matches_reference(
@@ -233,13 +234,49 @@ proptest! {
         let asked: Vec<String> = asked_names.iter().map(|&i| name(i)).collect();
         for s in asked_s {
             let now = NOW.plus(Millis::from_secs(s));
-            let new = evaluate(policy, &snap, &table, &pod, Candidates::All, now);
-            let old = evaluate_reference(policy, &snap, &pod, &nodes, now);
-            prop_assert_eq!(new, old, "all nodes at {}s", s);
-            let new = evaluate(policy, &snap, &table, &pod, Candidates::Names(&asked), now);
-            let old = evaluate_reference(policy, &snap, &pod, &asked, now);
-            prop_assert_eq!(new, old, "names {:?} at {}s", asked, s);
+            let slots: Vec<String> = snap.slots().map(|(n, _)| n.to_owned()).collect();
+            for (label, candidates, names) in [
+                ("all nodes", Candidates::All, &nodes),
+                ("names", Candidates::Names(&asked), &asked),
+                ("slots", Candidates::Slots, &slots),
+            ] {
+                let old = evaluate_reference(policy, &snap, &pod, names, now);
+                for table in [Some(&table), None] {
+                    let new = evaluate(policy, &snap, table, &pod, Ask::Evaluate, candidates, now);
+                    prop_assert_eq!(&new, &old, "evaluate {} {:?} at {}s, table {}", label, names, s, table.is_some());
+                    for explain in [false, true] {
+                        let new = evaluate(policy, &snap, table, &pod, Ask::Score { explain }, candidates, now);
+                        let old = score_reference(policy, &snap, &pod, names, now, explain);
+                        prop_assert_eq!(new, old, "score {} {:?} at {}s, table {}, explain {}", label, names, s, table.is_some(), explain);
+                    }
+                }
+            }
         }
+    }
+}
+
+/// `reference::score` as `evaluate` answers `Ask::Score`: every candidate scored, no
+/// verdicts, the terms when explained.
+fn score_reference(
+    policy: &Policy,
+    snap: &Snapshot,
+    pod: &Pod,
+    names: &[String],
+    now: UnixMillis,
+    explain: bool,
+) -> Evaluation {
+    let scored = crate::engine::reference::score(policy, snap, pod, names, now, explain);
+    let unknown = crate::engine::reference::score(policy, snap, pod, &[String::new()], now, false);
+    Evaluation {
+        scores: scored.scores.iter().map(|s| Some(s.score)).collect(),
+        rejected: Rejections::default(),
+        terms: if explain {
+            scored.scores.into_iter().map(|s| s.terms).collect()
+        } else {
+            Vec::new()
+        },
+        unknown_node_score: unknown.scores[0].score,
+        stats: scored.stats,
     }
 }
 
@@ -254,7 +291,7 @@ fn a_table_for_another_policy_shape_answers_from_the_snapshot() {
     let pod = Pod::default();
     let names = vec!["a".to_string()];
     assert_eq!(
-        evaluate(asked_with, &snap, &table, &pod, Candidates::All, NOW),
+        evaluate(asked_with, &snap, Some(&table), &pod, Ask::Evaluate, Candidates::All, NOW),
         evaluate_reference(asked_with, &snap, &pod, &names, NOW)
     );
 }
@@ -279,7 +316,7 @@ fn a_reserve_updates_one_row_and_its_load_counts_until_absorbed() {
     snap.take_changes();
     let pod = Pod { cpu_request_millis: 1000, ..Pod::default() }; // 850m estimated: 10.625 %
     let scores = |table: &Prepared, snap: &Snapshot, now| {
-        evaluate(&policy, snap, table, &pod, Candidates::All, now).scores
+        evaluate(&policy, snap, Some(table), &pod, Ask::Evaluate, Candidates::All, now).scores
     };
     // 100 − (30 + 10.625) = 59.375 → 59 on both.
     assert_eq!(scores(&table, &snap, NOW), vec![Some(59), Some(59)]);
@@ -306,7 +343,7 @@ fn a_reserve_updates_one_row_and_its_load_counts_until_absorbed() {
     });
     assert!(!table.update(&policy, &mut snap, NOW), "no name changed: rows patched");
     // a: 30 + 25 + 10.625 = 65.625 > 50 → rejected; b unchanged.
-    let at_now = evaluate(&policy, &snap, &table, &pod, Candidates::All, NOW);
+    let at_now = evaluate(&policy, &snap, Some(&table), &pod, Ask::Evaluate, Candidates::All, NOW);
     assert_eq!(at_now.scores, vec![None, Some(59)]);
     assert_eq!(at_now.rejected.iter().collect::<Vec<_>>(), [(0, "cpu 65.6% > 50%")]);
     // Once the window has passed the placement no longer counts, whether or not the row

@@ -1,7 +1,8 @@
 //! Pod → ledger entry conversion, on plain objects (no runtime, no API server).
 
 use serde_json::{Value, json};
-use waterline_core::policy::Estimator;
+use waterline_core::estimate::estimate;
+use waterline_core::policy::{AntiColocation, Estimator};
 
 use super::*;
 
@@ -44,8 +45,16 @@ fn container(name: &str, requests: Value, limits: Value) -> Value {
     json!({"name": name, "image": "x", "resources": {"requests": requests, "limits": limits}})
 }
 
+/// The default policy, with an anti-colocation rule on `app` so the entry keeps that label.
+fn policy() -> Policy {
+    Policy {
+        anti_colocation: vec![AntiColocation { label_key: "app".into() }],
+        ..Policy::default()
+    }
+}
+
 fn placed(pod: &KubePod) -> LedgerEntry {
-    match view(pod, &Estimator::default()).expect("convertible") {
+    match view(pod, &policy()).expect("convertible") {
         PodView::Placed(entry) => entry,
         other => panic!("expected a placement, got {other:?}"),
     }
@@ -60,7 +69,8 @@ fn a_bound_pod_becomes_a_watch_entry_placed_at_its_pod_scheduled_time() {
     assert_eq!(entry.node, "node-1");
     assert_eq!(entry.placed_at, UnixMillis(SCHEDULED_MS));
     assert_eq!(entry.source, LedgerSource::Watch);
-    assert_eq!(entry.labels.get("app").map(String::as_str), Some("web"));
+    // Trimmed to the labels the policy reads (its anti-colocation key).
+    assert_eq!(entry.labels, [("app".to_string(), "web".to_string())].into());
     let expected = estimate(
         &Estimator::default(),
         &Pod { cpu_request_millis: 1000, memory_request_bytes: 1 << 30, ..Pod::default() },
@@ -80,7 +90,7 @@ fn placement_time_falls_back_to_start_then_creation_and_is_never_now() {
     assert_eq!(placed_at(&kube_pod(value.clone())), Some(UnixMillis(SCHEDULED_MS - 2_000)));
     value["metadata"].as_object_mut().unwrap().remove("creationTimestamp");
     assert_eq!(placed_at(&kube_pod(value.clone())), None);
-    let err = view(&kube_pod(value), &Estimator::default()).unwrap_err().to_string();
+    let err = view(&kube_pod(value), &policy()).unwrap_err().to_string();
     assert!(err.contains("PodScheduled"), "{err}");
 }
 
@@ -90,7 +100,7 @@ fn completed_unbound_and_uid_less_pods_are_not_placements() {
         let mut value = running("1", "1Gi");
         value["status"]["phase"] = json!(phase);
         assert_eq!(
-            view(&kube_pod(value), &Estimator::default()),
+            view(&kube_pod(value), &policy()),
             Ok(PodView::Unplaced { uid: "uid-web-0".into() }),
             "{phase}"
         );
@@ -99,14 +109,12 @@ fn completed_unbound_and_uid_less_pods_are_not_placements() {
     pending["spec"].as_object_mut().unwrap().remove("nodeName");
     pending["status"] = json!({"phase": "Pending"});
     assert_eq!(
-        view(&kube_pod(pending), &Estimator::default()),
+        view(&kube_pod(pending), &policy()),
         Ok(PodView::Unplaced { uid: "uid-web-0".into() })
     );
     let mut no_uid = running("1", "1Gi");
     no_uid["metadata"].as_object_mut().unwrap().remove("uid");
-    assert!(
-        view(&kube_pod(no_uid), &Estimator::default()).unwrap_err().to_string().contains("uid")
-    );
+    assert!(view(&kube_pod(no_uid), &policy()).unwrap_err().to_string().contains("uid"));
 }
 
 #[test]
@@ -169,7 +177,7 @@ fn pod_level_resources_replace_the_container_sum() {
 
 #[test]
 fn a_bad_quantity_makes_the_pod_malformed_not_zero() {
-    let err = view(&kube_pod(running("lots", "1Gi")), &Estimator::default()).unwrap_err();
+    let err = view(&kube_pod(running("lots", "1Gi")), &policy()).unwrap_err();
     assert!(err.to_string().contains("cpu"), "{err}");
     // The error names the field.
     assert_eq!(

@@ -9,12 +9,13 @@
 //! columns cannot answer (no row, a row whose node lost its state, ledger shares that no
 //! longer hold at `now`) take `Rows::judge_one`, in their place in the order.
 
-use super::{Evaluation, Rows};
-use crate::curve::{least_used, water_level};
-use crate::engine::prepared::Column;
-use crate::engine::{
+use super::Evaluation;
+use super::plan::{
     MetricPlan, PlanCurve, Request, colocation_conflict, observed_level, push_breach, truncate,
 };
+use super::prepared::Column;
+use super::rows::Rows;
+use crate::curve::{least_used, water_level};
 use crate::policy::{Curve, Resource, StaleFilter};
 use crate::time::UnixMillis;
 
