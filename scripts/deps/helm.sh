@@ -21,6 +21,8 @@
 #       /version), order, and the `helm test` Pod (a hook, not installed). The chart's PrometheusRules are off by default (they need the
 #       Operator's CRDs), so the base's two are compared with prometheusRule.enabled=true;
 #       grafanaDashboard.enabled=true renders the ConfigMap of `kubectl kustomize deploy/grafana/`;
+#     - the `helm test` Pod's script, run against a stub grpcurl: passes on a healthy scorer,
+#       fails on NOT_SERVING, a failed Score and a score outside 0..100;
 #     - the chart's copies (files/) of the rule files and the dashboard are byte-identical to
 #       deploy/prometheus/ and deploy/grafana/.
 #
@@ -255,8 +257,54 @@ for name in ["default", "plugin", "rules", "plugin-rules", "everything", "plugin
                 if needle not in text:
                     fail(f"{name}: the plugin's args lack tls {needle!r}")
     yaml.safe_dump_all(keep, open(f"{work}/{name}.validate.yaml", "w"), sort_keys=False)
+    if name in ("default", "everything"):
+        # The test Pod's script and environment, run below against a stub grpcurl.
+        c = tests[0]["spec"]["containers"][0]
+        if c["command"][:2] != ["/bin/sh", "-ec"]:
+            fail(f"{name}: the helm test Pod's command is not /bin/sh -ec <script>")
+        open(f"{work}/test-{name}.sh", "w").write(c["command"][2])
+        env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
+        open(f"{work}/test-{name}.env", "w").write("".join(f"export {k}='{v}'\n" for k, v in env.items()))
     print(f"helm: {name}: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())), file=sys.stderr)
 PY
+
+# The helm test script against a stub grpcurl (a real run needs a cluster: the chart's README,
+# "helm test"): it must pass on SERVING and a score, and fail on NOT_SERVING, on a failed
+# Score RPC and on a score outside 0..100; the stub checks the TLS flags and the request.
+mkdir -p "$work/stub"
+cat >"$work/stub/grpcurl" <<'SH'
+#!/bin/sh
+echo "$*" >>"$STUB_LOG"
+case "$*" in
+    *grpc.health.v1.Health/Check*) printf '{\n  "status": "%s"\n}\n' "$STUB_HEALTH" ;;
+    *waterline.v1.ScorerService/Score*)
+        case "$*" in *"\"nodeNames\": [\"node-a\"]"*"\"scoresOnly\": true"*) ;; *) echo "bad request: $*" >&2; exit 2 ;; esac
+        [ "$STUB_SCORE" = error ] && { echo "ERROR: Code: Unavailable" >&2; exit 1; }
+        printf '{\n  "snapshotAge": "1.500s",\n  "orderedScores": [\n    %s\n  ]\n}\n' "$STUB_SCORE" ;;
+    *) echo "unexpected call: $*" >&2; exit 2 ;;
+esac
+SH
+chmod +x "$work/stub/grpcurl"
+hook_run() { # render health score -> exit status of the test script
+    (. "$work/test-$1.env"; export POD_NAMESPACE=waterline POD_NAME=waterline-test-scorer POD_UID=u-1 \
+        NODE_NAME=node-a STUB_HEALTH="$2" STUB_SCORE="$3" STUB_LOG="$work/stub.log" PATH="$work/stub:$PATH"
+     /bin/sh -ec "$(cat "$work/test-$1.sh")" >"$work/hook.out" 2>&1)
+}
+for render in default everything; do
+    : >"$work/stub.log"
+    hook_run "$render" SERVING 57 || { cat "$work/hook.out" >&2; echo "helm: the helm test script ($render) fails on a healthy scorer" >&2; exit 1; }
+    if [ "$render" = default ]; then flag="-plaintext"; else flag="-cacert /etc/waterline/scorer-ca/ca.crt -cert /etc/waterline/scorer-client/tls.crt"; fi
+    if [ "$(grep -cF -- "$flag" "$work/stub.log")" != 2 ]; then
+        cat "$work/stub.log" >&2; echo "helm: the helm test script ($render) does not call grpcurl with $flag" >&2; exit 1
+    fi
+    for bad in "NOT_SERVING 57" "SERVING error" "SERVING -1" "SERVING 101"; do
+        read -r health score <<<"$bad"
+        if hook_run "$render" "$health" "$score"; then
+            cat "$work/hook.out" >&2; echo "helm: the helm test script ($render) passes with health $health, score $score" >&2; exit 1
+        fi
+    done
+done
+echo "helm: the helm test script passes on a healthy scorer and fails on NOT_SERVING, a failed Score, scores -1 and 101" >&2
 
 # One run for every render (one interpreter start).
 "$venv/bin/kubernetes-validate" --strict --quiet -k "$K8S_VERSION" \
