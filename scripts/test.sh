@@ -31,7 +31,7 @@ buf format --diff --exit-code
 step "deploy/ manifests (kubectl kustomize + kubernetes-validate --strict, offline; promtool check/test of the alerts; the dashboard)"
 scripts/deps/manifests.sh --check
 
-step "deploy/helm chart (helm lint, helm template + kubernetes-validate --strict, same objects as kustomize)"
+step "deploy/helm chart (helm lint, values schema, helm template + kubernetes-validate --strict, same objects as kustomize)"
 scripts/deps/helm.sh --check
 
 step "rust: formatting and clippy"

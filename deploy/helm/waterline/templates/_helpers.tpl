@@ -91,6 +91,44 @@ Arguments: (list name data).
 {{ $name }}-{{ $hash }}
 {{- end }}
 
+{{/*
+A scorer client's TLS files (the extender sidecar, the plugin-built kube-scheduler, the helm
+test), when tls.enabled: the scorer Secret's ca.crt at /etc/waterline/scorer-ca/ca.crt and,
+with tls.clientAuth.enabled, the scheduler's client certificate at
+/etc/waterline/scorer-client/tls.{crt,key}. Mounts for a container's volumeMounts...
+*/}}
+{{- define "waterline.scorerClientTlsMounts" -}}
+{{- if .Values.tls.enabled }}
+- name: scorer-ca
+  mountPath: /etc/waterline/scorer-ca
+  readOnly: true
+{{- if .Values.tls.clientAuth.enabled }}
+- name: scorer-client
+  mountPath: /etc/waterline/scorer-client
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* ...and the pod's volumes. */}}
+{{- define "waterline.scorerClientTlsVolumes" -}}
+{{- if .Values.tls.enabled }}
+- name: scorer-ca
+  secret:
+    secretName: {{ .Values.tls.scorerSecretName }}
+    items:
+      - {key: ca.crt, path: ca.crt}
+{{- if .Values.tls.clientAuth.enabled }}
+- name: scorer-client
+  secret:
+    secretName: {{ .Values.tls.clientAuth.schedulerClientSecretName }}
+    items:
+      - {key: tls.crt, path: tls.crt}
+      - {key: tls.key, path: tls.key}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "waterline.scorerUrl" -}}
 {{ if .Values.tls.enabled }}https{{ else }}http{{ end }}://waterline-scorer.{{ include "waterline.namespace" . }}.svc:{{ .Values.scorer.grpcPort }}
 {{- end }}

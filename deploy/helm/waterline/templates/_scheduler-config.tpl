@@ -95,4 +95,14 @@ profiles:
           # On an RPC error or timeout every node passes and scores are equal (counted in
           # waterline_plugin_fail_open_total): waterline can never stop this scheduler.
           failOpen: {{ .Values.scheduler.plugin.failOpen }}
+          {{- if .Values.tls.enabled }}
+          # The scorer serves TLS: its certificate is checked against the scorer Secret's
+          # ca.crt (server name: the endpoint's host).
+          tls:
+            caFile: /etc/waterline/scorer-ca/ca.crt
+            {{- if .Values.tls.clientAuth.enabled }}
+            certFile: /etc/waterline/scorer-client/tls.crt
+            keyFile: /etc/waterline/scorer-client/tls.key
+            {{- end }}
+          {{- end }}
 {{- end }}
