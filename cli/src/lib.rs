@@ -185,7 +185,7 @@ async fn run(cli: Cli) -> Result<()> {
         std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
         std::env::var_os("TERM").is_some_and(|t| t == "dumb"),
     );
-    let columns = terminal_size::terminal_size().map(|(w, _)| w.0);
+    let columns = terminal_size::terminal_size_of(std::io::stdout()).map(|(w, _)| w.0);
     let out = Out {
         render: Render { colour, width: table::width_limit(terminal, columns) },
         json: cli.output == Output::Json,

@@ -163,10 +163,10 @@ impl Table {
                 used += GAP.len();
             }
             let mut text = cell.text.clone();
-            if i == last {
-                if let Some(limit) = render.width {
-                    text = cut(&text, limit.saturating_sub(used));
-                }
+            if i == last
+                && let Some(limit) = render.width
+            {
+                text = cut(&text, limit.saturating_sub(used));
             }
             let pad = if i == last { 0 } else { widths[i].saturating_sub(chars(&text)) };
             let (before, after) = match self.columns[i].1 {

@@ -168,7 +168,7 @@ pub fn rows(
 pub fn competition_ranks(scores: &[Option<i64>]) -> Vec<Option<usize>> {
     let mut order: Vec<(i64, usize)> =
         scores.iter().enumerate().filter_map(|(i, s)| Some(((*s)?, i))).collect();
-    order.sort_by(|a, b| b.0.cmp(&a.0));
+    order.sort_by_key(|&(score, _)| std::cmp::Reverse(score));
     let mut ranks = vec![None; scores.len()];
     let mut previous: Option<(i64, usize)> = None;
     for (position, (score, index)) in order.into_iter().enumerate() {
