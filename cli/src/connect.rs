@@ -111,6 +111,13 @@ pub fn explain_status(peer: Peer, url: &str, rpc: &str, status: &tonic::Status) 
             service = peer.service(),
             flag = peer.flag()
         ),
+        // A server that requires client certificates rejects the handshake after it is
+        // done (TLS 1.3): the client sees its stream cancelled, not a refusal.
+        Code::Cancelled | Code::Unknown if url.starts_with("https://") => format!(
+            "the {name} at {url} closed the connection during {rpc} ({message}): if it was \
+             started with --tls-client-ca, pass {flag}-cert and {flag}-key",
+            flag = peer.flag()
+        ),
         code => format!("the {name} at {url} refused {rpc}: {code:?}: {message}"),
     }
 }
@@ -231,6 +238,15 @@ mod tests {
         let text = explain_status(Peer::Collector, "http://h:1", "ListNodes", &status);
         assert!(text.contains("waterline.v1.CollectorService/ListNodes"), "{text}");
         assert!(text.contains("--collector"), "{text}");
+    }
+
+    #[test]
+    fn a_closed_tls_connection_suggests_a_client_certificate() {
+        let status = tonic::Status::cancelled("operation was canceled");
+        let text = explain_status(Peer::Scorer, "https://h:1", "Evaluate", &status);
+        assert!(text.contains("--scorer-cert and --scorer-key"), "{text}");
+        let plain = explain_status(Peer::Scorer, "http://h:1", "Evaluate", &status);
+        assert!(!plain.contains("--scorer-cert"), "{plain}");
     }
 
     #[test]

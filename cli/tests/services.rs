@@ -480,3 +480,69 @@ fn strip_ansi(line: &str) -> String {
     }
     out
 }
+
+/// A CA and one `localhost` certificate good for both ends, as rcgen makes them (the same
+/// shape as tests/tests/tls.rs).
+fn pki(dir: &std::path::Path) -> Result<[String; 3]> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    };
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "waterline-cli test CA");
+    let ca_key = KeyPair::generate()?;
+    let ca_pem = ca.self_signed(&ca_key)?.pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let mut leaf = CertificateParams::new(vec!["localhost".to_string()])?;
+    leaf.extended_key_usages
+        .extend([ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth]);
+    leaf.distinguished_name.push(DnType::CommonName, "localhost");
+    let key = KeyPair::generate()?;
+    let cert = leaf.signed_by(&key, &issuer)?.pem();
+    Ok([
+        write_file(dir, "ca.pem", &ca_pem),
+        write_file(dir, "leaf.pem", &cert),
+        write_file(dir, "leaf.key", &key.serialize_pem()),
+    ])
+}
+
+/// An https:// scorer that requires client certificates: answered with --scorer-ca and
+/// --scorer-cert/--scorer-key, refused without the certificate, and an https:// address
+/// without a CA is an error naming the flag.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tls_scorer_with_client_certificates() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let [ca, cert, key] = pki(dir.path())?;
+    let args: Vec<String> = ["--synthetic-nodes", "3"].iter().map(|s| s.to_string()).collect();
+    let collector = Service::collector(&args).await?;
+    let tls: Vec<String> = ["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let scorer = Service::scorer(collector.grpc, &tls).await?;
+    let url = format!("https://localhost:{}", scorer.grpc.port());
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kubectl-waterline"))
+            .args(["--scorer", &url])
+            .args(extra)
+            .args(["-o", "json", "explain", "--cpu", "1"])
+            .output()
+    };
+
+    let out = run(&["--scorer-ca", &ca, "--scorer-cert", &cert, "--scorer-key", &key])?;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["nodes"].as_array().map(Vec::len), Some(3), "{report}");
+
+    let out = run(&["--scorer-ca", &ca])?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "no client certificate, no answer");
+    assert!(stderr.contains(&url), "{stderr}");
+    assert!(stderr.contains("--scorer-cert and --scorer-key"), "{stderr}");
+
+    let out = run(&[])?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--scorer-ca"), "{stderr}");
+    Ok(())
+}
