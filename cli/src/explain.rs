@@ -23,6 +23,9 @@ pub struct Verdict {
     pub score: Option<i64>,
     /// Among feasible nodes, 1 = best; equal scores share a rank.
     pub rank: Option<usize>,
+    /// False for a name asked for (--node) that is not in the scorer's snapshot: Filter
+    /// never rejects such a node and Score gives it the stale score.
+    pub known_to_scorer: bool,
     pub terms: Vec<Term>,
 }
 
@@ -41,9 +44,10 @@ pub struct ExplainReport {
 pub fn verdicts(view: &ScorerView) -> Vec<Verdict> {
     let scores: HashMap<&str, &pb::NodeScore> =
         view.scores.iter().map(|s| (s.node_name.as_str(), s)).collect();
-    let mut verdicts: Vec<Verdict> = view
-        .nodes
-        .iter()
+    let names: std::collections::BTreeSet<&String> =
+        view.nodes.iter().chain(view.scores.iter().map(|s| &s.node_name)).collect();
+    let mut verdicts: Vec<Verdict> = names
+        .into_iter()
         .map(|node| {
             let score = scores.get(node.as_str());
             Verdict {
@@ -52,6 +56,7 @@ pub fn verdicts(view: &ScorerView) -> Vec<Verdict> {
                 reason: view.rejected.get(node).cloned(),
                 score: score.map(|s| s.score),
                 rank: None,
+                known_to_scorer: view.nodes.contains(node),
                 terms: score.map(|s| s.terms.iter().map(Term::from).collect()).unwrap_or_default(),
             }
         })
@@ -91,10 +96,10 @@ pub fn table(verdicts: &[Verdict]) -> Table {
                 Cell::from(verdict.rank.map_or("-".into(), |r| r.to_string())),
                 Cell::from(verdict.node.clone()),
                 Cell::from(verdict.score.map_or("-".into(), |s| s.to_string())),
-                if verdict.feasible {
-                    Cell::styled("feasible", Style::Green)
-                } else {
-                    Cell::styled("rejected", Style::Red)
+                match (verdict.feasible, verdict.known_to_scorer) {
+                    (true, true) => Cell::styled("feasible", Style::Green),
+                    (true, false) => Cell::styled("unknown node", Style::Yellow),
+                    (false, _) => Cell::styled("rejected", Style::Red),
                 },
             ]
         };
@@ -168,6 +173,17 @@ mod tests {
         assert_eq!(order, [("cool", Some(1), true), ("warm", Some(2), true), ("hot", None, false)]);
         assert_eq!(verdicts[2].reason.as_deref(), Some("cpu_usage_avg_5m 90.0% > 65%"));
         assert_eq!(verdicts[2].score, Some(95), "Score still scores a rejected node");
+    }
+
+    #[test]
+    fn a_node_outside_the_snapshot_is_shown_as_unknown() {
+        let mut view = view();
+        view.scores.push(pb::NodeScore { node_name: "new".into(), score: 0, terms: vec![] });
+        let verdicts = verdicts(&view);
+        let new = verdicts.iter().find(|v| v.node == "new").unwrap();
+        assert!(new.feasible && !new.known_to_scorer);
+        let text = table(&verdicts).render(crate::table::Render::default());
+        assert!(text.lines().any(|l| l.contains("new") && l.contains("unknown node")), "{text}");
     }
 
     #[test]

@@ -289,8 +289,9 @@ async fn explain_text(clients: &Clients, args: &ExplainArgs, out: Out) -> Result
     let pod = pod::pod_info(args.manifest.as_deref(), &args.pod, "waterline-cli-explain")?;
     let view = fetch::scorer_view(clients, &pod, &args.nodes).await?;
     let mut verdicts = explain::verdicts(&view);
-    let feasible = verdicts.iter().filter(|v| v.feasible).count();
-    let rejected = verdicts.len() - feasible;
+    // Of the scorer's own nodes: a --node it does not know is neither.
+    let feasible = verdicts.iter().filter(|v| v.feasible && v.known_to_scorer).count();
+    let rejected = verdicts.iter().filter(|v| !v.feasible).count();
     if !args.nodes.is_empty() {
         verdicts.retain(|v| args.nodes.contains(&v.node));
     }

@@ -282,6 +282,18 @@ spec:
         );
     }
 
+    // A node the scorer does not know: shown as such, never rejected, outside the counts.
+    let unknown = cluster.json(&["explain", "--cpu", "1", "--node", "no-such-node"])?;
+    let only = unknown["nodes"].as_array().context("nodes")?;
+    assert_eq!(only.len(), 1, "{unknown}");
+    assert_eq!(
+        (only[0]["known_to_scorer"].as_bool(), only[0]["feasible"].as_bool()),
+        (Some(false), Some(true))
+    );
+    let counted =
+        unknown["feasible"].as_u64().unwrap_or(0) + unknown["rejected"].as_u64().unwrap_or(0);
+    assert_eq!(counted, NODES as u64, "{unknown}");
+
     // A bad manifest names the field and the line, and nothing is asked of the scorer.
     let bad = write_file(
         dir.path(),
