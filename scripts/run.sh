@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: builds waterline, starts a collector with a synthetic cluster (no
 # Kubernetes, no Prometheus) and a scorer streaming from it, shows a real Score answer,
-# and prints grpcurl commands to try. Ctrl-C stops both.
+# and prints kubectl-waterline and grpcurl commands to try. Ctrl-C stops both.
 #
 # Environment: NODES (default 50), GRPC_PORT (50051), COLLECTOR_PORT (50052).
 set -euo pipefail
@@ -14,7 +14,7 @@ COLLECTOR_PORT=${COLLECTOR_PORT:-50052}
 step() { printf '\n==> %s\n' "$*"; }
 
 step "building waterline (first build takes a few minutes)"
-cargo build --release --bins -p waterline-collector -p waterline-scorer
+cargo build --release --bins -p waterline-collector -p waterline-scorer -p waterline-cli
 GRPCURL=$(scripts/deps/grpcurl.sh)
 
 logs=$(mktemp -d)
@@ -47,7 +47,13 @@ step "a Score call for a 2-CPU / 4 GiB pod over four nodes (water level 40 %):"
 
 cat <<MSG
 
-==> waterline is running. Try (grpcurl is at $GRPCURL):
+==> waterline is running. Try (kubectl-waterline is also built as plain \`waterline\`):
+
+  target/release/kubectl-waterline --scorer 127.0.0.1:$GRPC_PORT --collector 127.0.0.1:$COLLECTOR_PORT top
+  target/release/kubectl-waterline --scorer 127.0.0.1:$GRPC_PORT explain --cpu 2 --memory 4Gi --limit 3
+  target/release/kubectl-waterline --collector 127.0.0.1:$COLLECTOR_PORT ledger synthetic-00001
+
+or the raw gRPC calls (grpcurl is at $GRPCURL):
 
   $GRPCURL -plaintext 127.0.0.1:$GRPC_PORT list
   $GRPCURL -plaintext 127.0.0.1:$GRPC_PORT describe waterline.v1.ScorerService
