@@ -34,8 +34,9 @@ scripts/deps/manifests.sh --check
 step "deploy/helm chart (helm lint, values schema, helm template + kubernetes-validate --strict, same objects as kustomize)"
 scripts/deps/helm.sh --check
 
-step "rust: formatting and clippy"
+step "rust: formatting, no two source files importing each other, clippy"
 cargo fmt --all -- --check
+scripts/check-imports.py
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "rust: build binaries"

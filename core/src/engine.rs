@@ -14,6 +14,7 @@
 //! - `reference.rs` — the same answers walked node by node over the snapshot: the property
 //!   tests' oracle and the benches' baseline, called by no service.
 
+mod answer;
 mod breaker;
 mod columns;
 mod evaluate;
@@ -23,34 +24,11 @@ pub mod reference;
 mod rejections;
 mod rows;
 
+pub use answer::{Evaluation, ScoreTerm, Stats};
 pub use breaker::{breaker_open, breakers};
-pub use evaluate::{Ask, Candidates, Evaluation, evaluate};
+pub use evaluate::{Ask, Candidates, evaluate};
 pub use prepared::Prepared;
 pub use rejections::Rejections;
-
-/// How one metric contributed to a node's score.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ScoreTerm {
-    pub metric: String,
-    pub observed: f64,
-    pub ledger: f64,
-    pub incoming: f64,
-    pub predicted: f64,
-    pub curve_score: f64,
-    pub weight: f64,
-    pub stale: bool,
-}
-
-/// What a request ran into, for the caller's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Candidates the snapshot does not know.
-    pub unknown_nodes: usize,
-    /// Candidates with at least one stale metric.
-    pub stale_nodes: usize,
-    /// Estimates above a node's capacity that were capped at 100 %.
-    pub capped_estimates: usize,
-}
 
 #[cfg(test)]
 mod breaker_tests;

@@ -6,6 +6,7 @@
 mod app;
 mod args;
 pub mod forward;
+mod grpc;
 mod observe;
 pub mod service;
 mod session;

@@ -1,12 +1,12 @@
-//! `waterline.v1.ScorerService`: Filter and Score read the in-memory snapshot (no I/O);
-//! Reserve and Unreserve change it at once and queue the change for the collector.
+//! What `waterline.v1.ScorerService` answers (`grpc.rs` serves it): Filter, Score and
+//! Evaluate read the in-memory snapshot (no I/O); Reserve and Unreserve change it at once and
+//! queue the change for the collector. A Session stream (`session.rs`) asks the same.
 
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
-use tonic::{Request, Response, Status};
+use tonic::Status;
 use waterline_api::v1 as pb;
-use waterline_api::v1::scorer_service_server::ScorerService;
 use waterline_convert::{
     ConvertError, FromProto, check_node_names, duration, filter_response, provisional_ttl,
     required_pod, score_response,
@@ -88,7 +88,10 @@ impl Scorer {
         }
     }
 
-    fn evaluate_now(&self, request: pb::EvaluateRequest) -> Result<pb::EvaluateResponse, Status> {
+    pub(crate) fn evaluate_now(
+        &self,
+        request: pb::EvaluateRequest,
+    ) -> Result<pb::EvaluateResponse, Status> {
         self.require_synced()?;
         let now = UnixMillis::now();
         let all_nodes = request.all_nodes;
@@ -131,7 +134,10 @@ impl Scorer {
         self.counters.capped_estimates.inc_by(stats.capped_estimates as u64);
     }
 
-    fn filter_now(&self, request: pb::FilterRequest) -> Result<pb::FilterResponse, Status> {
+    pub(crate) fn filter_now(
+        &self,
+        request: pb::FilterRequest,
+    ) -> Result<pb::FilterResponse, Status> {
         self.require_synced()?;
         let policy = self.policy.get();
         let now = UnixMillis::now();
@@ -168,7 +174,7 @@ impl Scorer {
         Ok(response)
     }
 
-    fn score_now(&self, request: pb::ScoreRequest) -> Result<pb::ScoreResponse, Status> {
+    pub(crate) fn score_now(&self, request: pb::ScoreRequest) -> Result<pb::ScoreResponse, Status> {
         self.require_synced()?;
         if request.scores_only && request.explain {
             return Err(Status::invalid_argument(
@@ -248,66 +254,4 @@ pub(crate) struct Evaluation {
 /// broken curve's answer ordered.
 fn clamp_score(score: i64) -> i32 {
     score.clamp(i32::MIN.into(), i32::MAX.into()) as i32
-}
-
-#[tonic::async_trait]
-impl ScorerService for Scorer {
-    type SessionStream = crate::session::SessionStream;
-
-    async fn evaluate(
-        &self,
-        request: Request<pb::EvaluateRequest>,
-    ) -> Result<Response<pb::EvaluateResponse>, Status> {
-        let timer = self.rpc.start("Evaluate");
-        let result = self.evaluate_now(request.into_inner());
-        timer.finish_grpc(&result);
-        result.map(Response::new)
-    }
-
-    async fn session(
-        &self,
-        request: Request<tonic::Streaming<pb::SessionRequest>>,
-    ) -> Result<Response<Self::SessionStream>, Status> {
-        Ok(Response::new(crate::session::open(self.clone(), request.into_inner())))
-    }
-
-    async fn filter(
-        &self,
-        request: Request<pb::FilterRequest>,
-    ) -> Result<Response<pb::FilterResponse>, Status> {
-        let timer = self.rpc.start("Filter");
-        let result = self.filter_now(request.into_inner());
-        timer.finish_grpc(&result);
-        result.map(Response::new)
-    }
-
-    async fn score(
-        &self,
-        request: Request<pb::ScoreRequest>,
-    ) -> Result<Response<pb::ScoreResponse>, Status> {
-        let timer = self.rpc.start("Score");
-        let result = self.score_now(request.into_inner());
-        timer.finish_grpc(&result);
-        result.map(Response::new)
-    }
-
-    async fn reserve(
-        &self,
-        request: Request<pb::ReserveRequest>,
-    ) -> Result<Response<pb::ReserveResponse>, Status> {
-        let timer = self.rpc.start("Reserve");
-        let result = self.reserve_now(request.into_inner());
-        timer.finish_grpc(&result);
-        result.map(Response::new)
-    }
-
-    async fn unreserve(
-        &self,
-        request: Request<pb::UnreserveRequest>,
-    ) -> Result<Response<pb::UnreserveResponse>, Status> {
-        let timer = self.rpc.start("Unreserve");
-        let result = self.unreserve_now(request.into_inner());
-        timer.finish_grpc(&result);
-        result.map(Response::new)
-    }
 }

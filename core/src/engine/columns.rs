@@ -9,7 +9,7 @@
 //! columns cannot answer (no row, a row whose node lost its state, ledger shares that no
 //! longer hold at `now`) take `Rows::judge_one`, in their place in the order.
 
-use super::Evaluation;
+use super::answer::Evaluation;
 use super::plan::{
     MetricPlan, PlanCurve, Request, colocation_conflict, observed_level, push_breach, truncate,
 };

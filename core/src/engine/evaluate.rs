@@ -6,10 +6,12 @@
 //! bit the reference walk (`reference.rs`), which the property tests in `evaluate/tests.rs`
 //! compare it with over random snapshots, ledgers, pods and policies.
 
+use super::answer::{Evaluation, Stats};
+use super::columns;
 use super::plan::{Prediction, Request};
 use super::prepared::Prepared;
+use super::rejections::Rejections;
 use super::rows::{Incoming, Rows};
-use super::{Rejections, ScoreTerm, Stats, columns};
 use crate::pod::Pod;
 use crate::policy::Policy;
 use crate::snapshot::Snapshot;
@@ -38,33 +40,6 @@ pub enum Ask {
     /// for nodes it already filtered (`maxOfCandidates` maxima over all of them); with
     /// `explain`, each candidate's terms.
     Score { explain: bool },
-}
-
-/// One pod's evaluation.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Evaluation {
-    /// Per candidate, in order: its score, `None` when rejected (never for `Ask::Score`).
-    pub scores: Vec<Option<i64>>,
-    /// The rejected candidates and why, in index order (empty for `Ask::Score`).
-    pub rejected: Rejections,
-    /// Per candidate, with `Ask::Score { explain: true }`: how each policy metric
-    /// contributed (empty otherwise).
-    pub terms: Vec<Vec<ScoreTerm>>,
-    /// The score of a node the snapshot does not know.
-    pub unknown_node_score: i64,
-    /// What the request ran into, for the caller's counters.
-    pub stats: Stats,
-}
-
-impl Evaluation {
-    /// Per candidate, in order: `Some(reason)` when rejected, `None` when feasible.
-    pub fn verdicts(&self) -> Vec<Option<&str>> {
-        let mut verdicts = vec![None; self.scores.len()];
-        for (i, reason) in self.rejected.iter() {
-            verdicts[i] = Some(reason);
-        }
-        verdicts
-    }
 }
 
 /// Answers `ask` for `pod` on `candidates` from `snapshot` at `now`.

@@ -8,7 +8,8 @@ use std::fmt::Write;
 
 use smallvec::SmallVec;
 
-use super::{ScoreTerm, Stats, breaker_open};
+use super::answer::{ScoreTerm, Stats};
+use super::breaker::breaker_open;
 use crate::curve::{least_used, round_half_away, round_score, water_level};
 use crate::estimate::{Usage, estimate};
 use crate::pod::Pod;

@@ -5,14 +5,15 @@
 //! criterion bench measures against, and what the worked examples in `tests.rs` and
 //! `scoring_tests.rs` pin down.
 
+use super::answer::{Evaluation, Stats};
 use super::plan::Request;
-use super::{Evaluation, Rejections, Stats};
+use super::rejections::Rejections;
 use crate::pod::Pod;
 use crate::policy::Policy;
 use crate::snapshot::{NodeSlot, Snapshot};
 use crate::time::UnixMillis;
 
-pub use super::ScoreTerm;
+pub use super::answer::ScoreTerm;
 
 /// One candidate's score; `ScoreOutcome::scores` is in the order of the candidates asked
 /// for, so the caller can move its names into the answer instead of copying them.

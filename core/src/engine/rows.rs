@@ -5,8 +5,7 @@
 
 use smallvec::SmallVec;
 
-use super::Evaluation;
-use super::Stats;
+use super::answer::{Evaluation, Stats};
 use super::plan::{Prediction, Request, observed_level};
 use super::prepared::Prepared;
 use crate::policy::{Curve, Resource};
