@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tracing::Instrument;
@@ -23,7 +26,7 @@ use crate::service::Collector;
 use crate::shadow::{self, SchedulerFilter, ShadowMetrics};
 use crate::sources::kube::{self as kube_source, NodeAddresses};
 use crate::sources::{prometheus, static_file, synthetic};
-use crate::state::ClusterState;
+use crate::state::{ClusterState, GuessTally};
 
 /// The long-lived stream counted per client by `--max-streams-per-client`.
 const WATCH_NODES_PATH: &str = "/waterline.v1.CollectorService/WatchNodes";
@@ -38,6 +41,13 @@ struct Gauges {
     nodes: Gauge,
     ledger_entries: Gauge,
     subscribers: Gauge,
+    /// `ClusterState::guesses`, as counters.
+    guesses: Family<GuessLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GuessLabels {
+    outcome: &'static str,
 }
 
 impl Gauges {
@@ -58,7 +68,24 @@ impl Gauges {
             "Scorers streaming WatchNodes",
             gauges.subscribers.clone(),
         );
+        registry.register(
+            "waterline_collector_provisional_guesses",
+            "Provisional guesses (the extender's Reserve at prioritize) by what became of them: \
+             confirmed (placed on the guessed node), moved (placed on another), expired",
+            gauges.guesses.clone(),
+        );
         gauges
+    }
+
+    /// Brings the guess counters up to `now` from `before` (both `ClusterState::guesses`).
+    fn count_guesses(&self, before: GuessTally, now: GuessTally) {
+        for (outcome, then, now) in [
+            ("confirmed", before.confirmed, now.confirmed),
+            ("moved", before.moved, now.moved),
+            ("expired", before.expired, now.expired),
+        ] {
+            self.guesses.get_or_create(&GuessLabels { outcome }).inc_by(now.saturating_sub(then));
+        }
     }
 }
 
@@ -180,6 +207,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 /// walk over the ledger costs well under a millisecond), gauges follow the state.
 async fn maintain(state: ClusterState, policy: PolicyHandle, gauges: Gauges) {
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    let mut guesses = GuessTally::default();
     loop {
         ticker.tick().await;
         let pruned = state.prune_unconfirmed(UnixMillis::now(), policy.get().ledger.reserve_ttl);
@@ -189,6 +217,9 @@ async fn maintain(state: ClusterState, policy: PolicyHandle, gauges: Gauges) {
         gauges.nodes.set(state.node_count() as i64);
         gauges.ledger_entries.set(state.ledger_len() as i64);
         gauges.subscribers.set(state.subscribers() as i64);
+        let now = state.guesses();
+        gauges.count_guesses(guesses, now);
+        guesses = now;
     }
 }
 

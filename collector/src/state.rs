@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
+use waterline_core::ledger::GuessOutcome;
 use waterline_core::shadow::{Bind, Requests};
 use waterline_core::snapshot::{Capacity, Sample};
 use waterline_core::{Delta, Ledger, LedgerEntry, Millis, NodeReport, UnixMillis};
@@ -48,6 +49,26 @@ struct Inner {
     metrics: BTreeMap<String, MetricHealth>,
     /// Shadow mode's judge, when on: every change in order, plus the pod watch's binds.
     shadow: Option<ShadowTap>,
+    guesses: GuessTally,
+}
+
+/// What became of the provisional guesses this collector held, since it started: the
+/// collector is where the decision (a Reserve or the pod watch) meets the guess.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GuessTally {
+    pub confirmed: u64,
+    pub moved: u64,
+    pub expired: u64,
+}
+
+impl GuessTally {
+    fn count(&mut self, outcome: GuessOutcome, n: u64) {
+        match outcome {
+            GuessOutcome::Confirmed => self.confirmed += n,
+            GuessOutcome::Moved => self.moved += n,
+            GuessOutcome::Expired => self.expired += n,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -175,6 +196,9 @@ impl ClusterState {
     }
 
     fn place_locked(&self, inner: &mut Inner, entry: LedgerEntry) {
+        if let Some(outcome) = inner.ledger.guess_outcome(&entry) {
+            inner.guesses.count(outcome, 1);
+        }
         if let Some(stored) = inner.ledger.apply(entry) {
             self.publish(inner, Delta { placed: vec![stored], ..Delta::default() });
         }
@@ -210,6 +234,7 @@ impl ClusterState {
     pub fn drop_expired_guess(&self, uid: &str) {
         let mut inner = self.lock();
         if inner.ledger.get(uid).is_none() {
+            inner.guesses.count(GuessOutcome::Expired, 1);
             self.publish(&mut inner, Delta { released: vec![uid.to_owned()], ..Delta::default() });
         }
     }
@@ -277,6 +302,8 @@ impl ClusterState {
     /// Drops Reserve entries no pod watch confirmed within `ttl`.
     pub fn prune_unconfirmed(&self, now: UnixMillis, ttl: Millis) -> usize {
         let mut inner = self.lock();
+        let expired_guesses = inner.ledger.expired_guesses(now) as u64;
+        inner.guesses.count(GuessOutcome::Expired, expired_guesses);
         let released = inner.ledger.prune_unconfirmed(now, ttl);
         let count = released.len();
         self.publish(&mut inner, Delta { released, ..Delta::default() });
@@ -334,6 +361,10 @@ impl ClusterState {
 
     pub fn ledger_len(&self) -> usize {
         self.lock().ledger.len()
+    }
+
+    pub fn guesses(&self) -> GuessTally {
+        self.lock().guesses
     }
 
     pub fn subscribers(&self) -> usize {
@@ -433,6 +464,30 @@ mod tests {
         state.drop_expired_guess("p1");
         assert!(rx.try_recv().is_err());
         assert_eq!(state.ledger_len(), 1);
+        // Only the guess nothing decided counts as expired.
+        assert_eq!(state.guesses(), GuessTally { expired: 1, ..GuessTally::default() });
+    }
+
+    #[test]
+    fn guesses_are_tallied_where_the_decision_meets_them() {
+        let guess = |uid: &str, node: &str| LedgerEntry {
+            node: node.into(),
+            source: LedgerSource::Provisional { expires_at: UnixMillis(10_000) },
+            ..entry(uid)
+        };
+        let state = ClusterState::default();
+        for uid in ["kept", "moved", "dropped"] {
+            state.place(guess(uid, "n1"));
+        }
+        // The watch on the guessed node, a Reserve on another; the third guess expires.
+        state.place(LedgerEntry {
+            node: "n1".into(),
+            source: LedgerSource::Watch,
+            ..entry("kept")
+        });
+        state.place(LedgerEntry { node: "n2".into(), ..entry("moved") });
+        assert_eq!(state.prune_unconfirmed(UnixMillis(10_000), Millis::from_mins(15)), 1);
+        assert_eq!(state.guesses(), GuessTally { confirmed: 1, moved: 1, expired: 1 });
     }
 
     #[test]

@@ -57,6 +57,19 @@ impl LedgerSource {
     }
 }
 
+/// What became of a provisional guess (the extender adapter's Reserve of its best-scored
+/// node at prioritize, made before kube-scheduler decides): counted by whoever sees the
+/// decision arrive, to tell how often the guess and the decision differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GuessOutcome {
+    /// A Reserve or the watch placed the pod on the guessed node.
+    Confirmed,
+    /// A Reserve or the watch placed the pod on another node.
+    Moved,
+    /// Nothing placed the pod before the guess expired.
+    Expired,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct LedgerEntry {
     pub uid: String,
@@ -149,6 +162,30 @@ impl Ledger {
         self.node_of.insert(entry.uid.clone(), entry.node.clone());
         self.by_node.entry(entry.node.clone()).or_default().push(entry.clone());
         Some(entry)
+    }
+
+    /// What [`Ledger::apply`] of `entry` does to a provisional entry of the same pod: a
+    /// Reserve or watched placement on the guessed node confirms it, on another node moves
+    /// it. `None` when the pod has no provisional entry, or `entry` is a guess itself (a
+    /// renewed guess decides nothing).
+    pub fn guess_outcome(&self, entry: &LedgerEntry) -> Option<GuessOutcome> {
+        let existing = self.get(&entry.uid)?;
+        if !existing.source.is_provisional() || entry.source.is_provisional() {
+            return None;
+        }
+        Some(if existing.node == entry.node {
+            GuessOutcome::Confirmed
+        } else {
+            GuessOutcome::Moved
+        })
+    }
+
+    /// How many of the entries [`Ledger::prune_unconfirmed`] would drop at `now` are
+    /// provisional guesses (expired ones).
+    pub fn expired_guesses(&self, now: UnixMillis) -> usize {
+        self.iter()
+            .filter(|e| e.source.is_provisional() && e.source.expired(e.placed_at, now, Millis(0)))
+            .count()
     }
 
     pub fn delete(&mut self, uid: &str) -> Option<LedgerEntry> {

@@ -438,3 +438,40 @@ async fn reflection_lists_the_services_in_both_protocol_versions() -> Result<()>
     }
     Ok(())
 }
+
+/// The collector counts what became of each provisional guess where the decision meets it:
+/// a Reserve on the guessed node confirms, on another node moves, none before the TTL lets it
+/// expire (the collector's housekeeping runs every second).
+#[tokio::test]
+async fn provisional_guesses_are_counted_confirmed_moved_and_expired() -> Result<()> {
+    let pair = start_pair(SINGLE_METRIC_TARGET_20, &huge_nodes(&[("n1", 10.0), ("n2", 10.0)]), &[])
+        .await?;
+    let mut client = pair.scorer.scorer_client().await?;
+    let reserve = |uid: &str, node: &str, ttl: Option<Duration>| pb::ReserveRequest {
+        pod: Some(pod(uid, 100)),
+        node_name: node.into(),
+        provisional_ttl: ttl.map(|t| waterline_api::ProtoDuration::try_from(t).unwrap()),
+    };
+    let long = Some(Duration::from_secs(60));
+    client.reserve(reserve("kept", "n1", long)).await?;
+    client.reserve(reserve("moved", "n1", long)).await?;
+    client.reserve(reserve("dropped", "n1", Some(Duration::from_secs(1)))).await?;
+    // The decisions come after the guesses reached the collector (forwarded in order).
+    let series = |outcome: &str| {
+        format!(r#"waterline_collector_provisional_guesses_total{{outcome="{outcome}"}}"#)
+    };
+    client.reserve(reserve("kept", "n1", None)).await?;
+    client.reserve(reserve("moved", "n2", None)).await?;
+    let counted = wait_until(Duration::from_secs(10), || async {
+        let counts = (
+            pair.collector.metric_value(&series("confirmed")).await?,
+            pair.collector.metric_value(&series("moved")).await?,
+            pair.collector.metric_value(&series("expired")).await?,
+        );
+        anyhow::ensure!(counts == (1.0, 1.0, 1.0), "not yet: {counts:?}");
+        Ok(counts)
+    })
+    .await?;
+    assert_eq!(counted, (1.0, 1.0, 1.0));
+    Ok(())
+}

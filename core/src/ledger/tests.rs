@@ -220,3 +220,28 @@ fn a_relist_keeps_provisional_entries_until_they_expire() {
     assert!(ledger.reset([], T0.plus(Millis::from_secs(5)), grace).is_empty());
     assert_eq!(ledger.reset([], T0.plus(Millis::from_secs(10)), grace), ["guess"]);
 }
+
+#[test]
+fn a_guess_is_confirmed_moved_or_expired_once() {
+    let ttl = Millis::from_secs(10);
+    let mut ledger = Ledger::default();
+    for (uid, node) in [("same", "n1"), ("other", "n1"), ("late", "n1")] {
+        ledger.apply(entry(uid, node, T0, provisional(ttl)));
+    }
+    let bound = T0.plus(Millis(300));
+    // A renewed guess decides nothing, nor does a pod that was never guessed.
+    assert_eq!(ledger.guess_outcome(&entry("same", "n2", bound, provisional(ttl))), None);
+    assert_eq!(ledger.guess_outcome(&entry("unknown", "n1", bound, LedgerSource::Watch)), None);
+    let watched = entry("same", "n1", bound, LedgerSource::Watch);
+    assert_eq!(ledger.guess_outcome(&watched), Some(GuessOutcome::Confirmed));
+    ledger.apply(watched.clone());
+    // Once decided, the pod holds no guess any more: the watch after the Reserve counts nothing.
+    assert_eq!(ledger.guess_outcome(&watched), None);
+    let reserved = entry("other", "n2", bound, LedgerSource::Reserve);
+    assert_eq!(ledger.guess_outcome(&reserved), Some(GuessOutcome::Moved));
+    ledger.apply(reserved);
+    // "late" is the one guess left: expired at T0 + 10 s, not a millisecond before.
+    assert_eq!(ledger.expired_guesses(T0.plus(Millis(9_999))), 0);
+    assert_eq!(ledger.expired_guesses(T0.plus(ttl)), 1);
+    assert_eq!(ledger.prune_unconfirmed(T0.plus(ttl), Millis::from_mins(15)), ["late"]);
+}
