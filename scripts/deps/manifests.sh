@@ -9,7 +9,8 @@
 #                                      (--strict: unknown fields are errors), plus
 #                                      deploy/examples/*.yaml; and the alerting rules
 #                                      (promtool check rules + promtool test rules of
-#                                      deploy/prometheus/alerts*.yaml), and the Grafana
+#                                      deploy/prometheus/alerts*.yaml and rebalance*),
+#                                      the descheduler of deploy/descheduler/, and the Grafana
 #                                      dashboard (JSON parses, the ConfigMap of
 #                                      deploy/grafana/ carries it unchanged)
 #
@@ -166,6 +167,9 @@ echo "manifests: deploy/ and deploy/overlays/plugin/ render and validate against
 # the PrometheusRule carries exactly the groups of the plain file.
 promtool check rules deploy/prometheus/alerts.yaml >&2
 (cd deploy/prometheus && promtool test rules alerts_test.yaml) >&2
+# The rebalancing rules likewise: warm-up, hysteresis, staleness and clamping unit-tested.
+promtool check rules deploy/prometheus/rebalance.yml >&2
+(cd deploy/prometheus && promtool test rules rebalance_test.yaml) >&2
 "$venv/bin/python" - <<'PY'
 import sys, yaml
 plain = yaml.safe_load(open("deploy/prometheus/alerts.yaml"))
@@ -183,6 +187,16 @@ for a in alerts:
     if tested.get(a) != {True, False}:
         sys.exit(f"manifests: alert {a} needs a test where it fires and one where it does not (alerts_test.yaml)")
 print(f"manifests: {len(alerts)} alerts, each fired and resolved by alerts_test.yaml; alerts-rule.yaml matches", file=sys.stderr)
+rebalance = yaml.safe_load(open("deploy/prometheus/rebalance.yml"))
+if yaml.safe_load(open("deploy/prometheus/rebalance-rule.yaml"))["spec"]["groups"] != rebalance["groups"]:
+    sys.exit("manifests: deploy/prometheus/rebalance-rule.yaml differs from rebalance.yml (spec.groups vs groups)")
+records = {r["record"] for g in rebalance["groups"] for r in g["rules"]}
+tested = " ".join(q["expr"] for t in yaml.safe_load(open("deploy/prometheus/rebalance_test.yaml"))["tests"]
+                  for q in t.get("promql_expr_test", []))
+for r in sorted(records - {"waterline:node_resource_predicted_load:now"}):
+    if r not in tested:
+        sys.exit(f"manifests: record {r} of rebalance.yml is not queried by rebalance_test.yaml")
+print(f"manifests: rebalance.yml: {len(records)} records, tested; rebalance-rule.yaml matches", file=sys.stderr)
 PY
 
 # The Grafana dashboard: the JSON parses and is well-formed, and the ConfigMap that
