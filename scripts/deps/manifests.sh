@@ -258,6 +258,13 @@ verbs = {(g, r): set(rule["verbs"]) for rule in next(d for d in docs if d["kind"
          for g in rule["apiGroups"] for r in rule["resources"]}
 if verbs.get(("", "pods/eviction")) != {"create"} or "delete" in verbs.get(("", "pods"), set()):
     fail("the ClusterRole must evict through pods/eviction (PDBs respected), never delete pods")
+# The values for the upstream chart carry the same policy and interval.
+values = yaml.safe_load(open("deploy/descheduler/helm-values.yaml"))
+same = {k: v for k, v in policy.items() if k not in ("apiVersion", "kind")}
+if values.get("deschedulerPolicy") != same or values.get("deschedulerPolicyAPIVersion") != policy["apiVersion"]:
+    fail("helm-values.yaml: deschedulerPolicy differs from policy.yaml")
+if values.get("kind") != "Deployment" or str(values.get("deschedulingInterval")) != flags["descheduling-interval"]:
+    fail("helm-values.yaml: not a Deployment with deployment.yaml's --descheduling-interval")
 print(f"manifests: descheduler: LowNodeUtilization on {mu['prometheus']['query']}, under < {under} % "
       f"(target), over > {over} % (filterAbove of {', '.join(m['name'] for m in read)}), "
       f"{lnu['evictionLimits']['node']} per node, {policy['maxNoOfPodsToEvictTotal']} per cycle, "
