@@ -32,7 +32,13 @@ fn record(cpu: f64, memory: f64, at: UnixMillis) -> NodeRecord {
     }
 }
 
-fn placed(uid: &str, node: &str, cpu_millis: i64, memory_bytes: i64, at: UnixMillis) -> LedgerEntry {
+fn placed(
+    uid: &str,
+    node: &str,
+    cpu_millis: i64,
+    memory_bytes: i64,
+    at: UnixMillis,
+) -> LedgerEntry {
     LedgerEntry {
         uid: uid.into(),
         namespace: "ns".into(),
@@ -108,7 +114,9 @@ fn a_stale_metric_has_no_series() {
 #[test]
 fn a_node_without_samples_has_no_series_even_with_a_ledger() {
     let state = ClusterState::default();
-    state.update_capacity(&[("a".to_owned(), Capacity { cpu_millis: 8000, memory_bytes: 1 << 30 })].into());
+    state.update_capacity(
+        &[("a".to_owned(), Capacity { cpu_millis: 8000, memory_bytes: 1 << 30 })].into(),
+    );
     state.place(placed("p1", "a", 800, 0, UnixMillis(NOW.0 - 1000)));
     assert!(predicted_loads(&policy(), &snapshot_of(&state), NOW).is_empty());
 }
