@@ -198,3 +198,30 @@ fn an_open_fleet_breaker_removes_its_metric_from_every_node() {
     assert_eq!(value(&loads, "n1", "cpu_usage_avg_5m"), None);
     assert_eq!(loads.len(), 6);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_ticker_publishes_the_state_and_times_each_refresh() {
+    let mut registry = Registry::default();
+    let metrics = LoadMetrics::register(&mut registry);
+    let state = ClusterState::default();
+    // `run` reads the wall clock: samples taken just now are fresh.
+    let now = UnixMillis::now();
+    state.replace_nodes([("a".to_owned(), record(20.0, 30.0, now))].into());
+    state.place(placed("p1", "a", 400, 0, now));
+    let handle = PolicyHandle::new(policy());
+    let task = tokio::spawn(run(state.clone(), handle, metrics, Duration::from_secs(15)));
+    // The first tick fires at once; let it run.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let text = exposition(&registry);
+    // 20 % observed + 400m of 8000m = 5 % from the ledger.
+    let line = r#"waterline_node_predicted_utilisation{node="a",metric="cpu_usage_avg_5m",resource="cpu"} 0.25"#;
+    assert!(text.contains(line), "{text}");
+    assert!(text.contains("waterline_predicted_load_refresh_duration_seconds_count 1\n"), "{text}");
+    // The node leaves the cluster: gone at the next tick, 15 s on.
+    state.remove_node("a");
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let text = exposition(&registry);
+    assert!(!text.contains(r#"node="a""#), "{text}");
+    assert!(text.contains("waterline_predicted_load_refresh_duration_seconds_count 2\n"), "{text}");
+    task.abort();
+}
