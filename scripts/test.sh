@@ -28,7 +28,7 @@ step "proto lint (buf lint, STANDARD)"
 buf lint
 buf format --diff --exit-code
 
-step "deploy/ manifests (kubectl kustomize + kubernetes-validate --strict, offline; promtool check/test of the alerts; the dashboard)"
+step "deploy/ manifests (kubectl kustomize + kubernetes-validate --strict, offline; promtool check/test of the alerts and rebalancing rules; the descheduler policy; the dashboard)"
 scripts/deps/manifests.sh --check
 
 step "deploy/helm chart (helm lint, values schema, helm template + kubernetes-validate --strict, same objects as kustomize)"

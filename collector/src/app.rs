@@ -21,6 +21,7 @@ use waterline_runtime::{grpc, https, logging, shutdown_signal};
 use crate::args::Args;
 use crate::args::KubeMode;
 use crate::node_directory::NodeDirectory;
+use crate::predicted_load;
 use crate::published::Deltas;
 use crate::service::Collector;
 use crate::shadow::{self, SchedulerFilter, ShadowMetrics};
@@ -100,6 +101,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let gauges = Gauges::register(&mut registry);
     let prometheus_metrics = prometheus::SourceMetrics::register(&mut registry);
     let shadow_metrics = args.shadow.shadow.then(|| ShadowMetrics::register(&mut registry));
+    let load_metrics = (!args.predicted_load_interval.is_zero())
+        .then(|| predicted_load::LoadMetrics::register(&mut registry));
     let limits = Limits::register(&mut registry, &args.limits, &[WATCH_NODES_PATH]);
     let tls = https::listener_config(&args.common, &TlsMetrics::register(&mut registry))?;
     let admin = Admin::new(registry).with_tls(https::admin_config(&args.common, &tls));
@@ -188,6 +191,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
 
     waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
+    if let Some(metrics) = load_metrics {
+        let interval = args.predicted_load_interval;
+        let span = tracing::info_span!("predicted_load", interval_secs = interval.as_secs_f64());
+        tokio::spawn(
+            predicted_load::run(state.clone(), policy.clone(), metrics, interval).instrument(span),
+        );
+    }
     let span = tracing::info_span!("maintain");
     tokio::spawn(maintain(state.clone(), policy.clone(), gauges).instrument(span));
 

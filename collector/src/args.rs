@@ -52,6 +52,12 @@ pub struct Args {
     #[arg(long, default_value = "5s", value_parser = parse_std_duration)]
     pub synthetic_interval: std::time::Duration,
 
+    /// How often waterline_node_predicted_utilisation (the predicted load per node and
+    /// metric, for a descheduler: docs/operations.md#rebalancing) is recomputed on /metrics;
+    /// 0s: not published.
+    #[arg(long, default_value = "15s", value_parser = parse_std_duration, env = "WATERLINE_PREDICTED_LOAD_INTERVAL")]
+    pub predicted_load_interval: std::time::Duration,
+
     /// Seed of the synthetic cluster (same seed, same cluster).
     #[arg(long, default_value_t = 42)]
     pub synthetic_seed: u64,

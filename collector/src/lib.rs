@@ -7,6 +7,7 @@ mod app;
 mod args;
 pub mod node_directory;
 pub mod policy_check;
+pub mod predicted_load;
 pub mod published;
 pub mod service;
 pub mod shadow;

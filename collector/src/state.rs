@@ -355,6 +355,12 @@ impl ClusterState {
         }
     }
 
+    /// The whole state as one reset delta (nodes and ledger), taken under the lock: what a
+    /// reader that keeps no snapshot of its own applies to an empty one.
+    pub fn full_delta(&self) -> Delta {
+        full_snapshot(&self.lock())
+    }
+
     pub fn node_count(&self) -> usize {
         self.lock().nodes.len()
     }

@@ -19,7 +19,7 @@
 #       `kubectl kustomize deploy/overlays/plugin/`: the same objects field by field, except
 #       Helm's standard labels (helm.sh/chart, app.kubernetes.io/managed-by, /instance,
 #       /version), order, and the `helm test` Pod (a hook, not installed). The chart's PrometheusRules are off by default (they need the
-#       Operator's CRDs), so the base's two are compared with prometheusRule.enabled=true;
+#       Operator's CRDs), so the base's three are compared with prometheusRule.enabled=true;
 #       grafanaDashboard.enabled=true renders the ConfigMap of `kubectl kustomize deploy/grafana/`;
 #     - the `helm test` Pod's script, run against a stub grpcurl: passes on a healthy scorer,
 #       fails on NOT_SERVING, a failed Score and a score outside 0..100;
@@ -58,7 +58,7 @@ K8S_VERSION="${K8S_VERSION:-1.33.0}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-for f in prometheus/rules.yml prometheus/rules-at-scale.yml prometheus/alerts.yaml grafana/waterline.json; do
+for f in prometheus/rules.yml prometheus/rules-at-scale.yml prometheus/alerts.yaml prometheus/rebalance.yml grafana/waterline.json; do
     if ! cmp -s "deploy/$f" "$chart/files/${f#*/}"; then
         echo "helm: $chart/files/${f#*/} differs from deploy/$f (copy it: cp deploy/$f $chart/files/)" >&2
         exit 1
@@ -228,7 +228,7 @@ for name in ["default", "plugin", "rules", "plugin-rules", "everything", "plugin
             if spec.get("jobLabel") != "app.kubernetes.io/name":
                 fail(f"{name}: {key(d)} jobLabel is not app.kubernetes.io/name (the alerts select job=\"waterline-collector\")")
     if name.endswith("everything"):
-        want = {"ServiceMonitor": 2, "PrometheusRule": 2, "PodDisruptionBudget": 3, "ConfigMap": 3}
+        want = {"ServiceMonitor": 2, "PrometheusRule": 3, "PodDisruptionBudget": 3, "ConfigMap": 3}
         if name == "everything":
             want["PodMonitor"] = 1
         for kind, count in want.items():

@@ -9,7 +9,8 @@
 #                                      (--strict: unknown fields are errors), plus
 #                                      deploy/examples/*.yaml; and the alerting rules
 #                                      (promtool check rules + promtool test rules of
-#                                      deploy/prometheus/alerts*.yaml), and the Grafana
+#                                      deploy/prometheus/alerts*.yaml and rebalance*),
+#                                      the descheduler of deploy/descheduler/, and the Grafana
 #                                      dashboard (JSON parses, the ConfigMap of
 #                                      deploy/grafana/ carries it unchanged)
 #
@@ -27,7 +28,7 @@ venv=.tools/venv
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
-installed="$("$venv/bin/python" -m pip show kubernetes-validate 2>/dev/null | sed -n 's/^Version: //p')"
+installed="$("$venv/bin/python" -m pip show kubernetes-validate 2>/dev/null | sed -n 's/^Version: //p' || true)"
 if [ "$installed" != "1.37.0" ]; then
     echo "installing kubernetes-validate==1.37.0 into $venv" >&2
     "$venv/bin/python" -m pip install -q --disable-pip-version-check "kubernetes-validate==1.37.0"
@@ -162,10 +163,122 @@ done
 "$venv/bin/kubernetes-validate" --strict -k "$K8S_VERSION" deploy/examples/*.yaml
 echo "manifests: deploy/ and deploy/overlays/plugin/ render and validate against Kubernetes $K8S_VERSION" >&2
 
+# The descheduler (deploy/descheduler/, opt-in): its objects against the schemas, and the
+# DeschedulerPolicy in its ConfigMap (no schema) parsed and checked here: the keys the
+# upstream descheduler reads, the query naming a record of deploy/prometheus/rebalance.yml,
+# the thresholds derived from deploy/policy/policy.yaml (docs/operations.md#rebalancing),
+# the limits, and a cycle no shorter than the 5 m metrics' absorb window.
+kubectl kustomize deploy/descheduler/ >"$work/descheduler.rendered.yaml"
+"$venv/bin/python" - "$work/descheduler.rendered.yaml" <<'PY'
+import re, sys, yaml
+def fail(msg):
+    sys.exit(f"manifests: descheduler: {msg}")
+def seconds(text):
+    parts = re.findall(r"(\d+)(h|m|s)", str(text))
+    if not parts or "".join(n + u for n, u in parts) != str(text):
+        fail(f"cannot read the duration {text!r}")
+    return sum(int(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+kinds = sorted(d["kind"] for d in docs)
+if kinds != ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "ServiceAccount"]:
+    fail(f"objects {kinds}")
+cm = next(d for d in docs if d["kind"] == "ConfigMap")
+if "policy.yaml" not in cm.get("data", {}):
+    fail(f"ConfigMap {cm['metadata']['name']} has no policy.yaml")
+policy = yaml.safe_load(cm["data"]["policy.yaml"])
+if (policy.get("apiVersion"), policy.get("kind")) != ("descheduler/v1alpha2", "DeschedulerPolicy"):
+    fail("policy.yaml is not a descheduler/v1alpha2 DeschedulerPolicy")
+known = {"profiles", "nodeSelector", "maxNoOfPodsToEvictPerNode", "maxNoOfPodsToEvictPerNamespace",
+         "maxNoOfPodsToEvictTotal", "evictionFailureEventNotification", "metricsCollector",
+         "metricsProviders", "gracePeriodSeconds", "apiVersion", "kind"}
+if set(policy) - known:
+    fail(f"unknown top-level keys {sorted(set(policy) - known)}")
+for key in ("maxNoOfPodsToEvictPerNode", "maxNoOfPodsToEvictTotal"):
+    if not isinstance(policy.get(key), int) or policy[key] < 1:
+        fail(f"{key} must be a positive integer (evictions limited per node and per cycle)")
+providers = [m for m in policy.get("metricsProviders", []) if m.get("source") == "Prometheus"]
+if len(providers) != 1 or not str(providers[0].get("prometheus", {}).get("url", "")).startswith(("http://", "https://")):
+    fail("metricsProviders needs one Prometheus source with an http(s) url")
+profiles = policy.get("profiles", [])
+if len(profiles) != 1:
+    fail(f"{len(profiles)} profiles, want 1")
+prof = profiles[0]
+if prof.get("plugins", {}).get("balance", {}).get("enabled") != ["LowNodeUtilization"]:
+    fail("the profile must enable exactly LowNodeUtilization at balance")
+configs = {c["name"]: c.get("args", {}) for c in prof.get("pluginConfig", [])}
+lnu = configs.get("LowNodeUtilization")
+if lnu is None:
+    fail("no pluginConfig for LowNodeUtilization")
+known_args = {"useDeviationThresholds", "thresholds", "targetThresholds", "numberOfNodes",
+              "metricsUtilization", "evictableNamespaces", "evictionLimits"}
+if set(lnu) - known_args:
+    fail(f"LowNodeUtilization: unknown args {sorted(set(lnu) - known_args)}")
+mu = lnu.get("metricsUtilization", {})
+if mu.get("source") != "Prometheus" or not mu.get("prometheus", {}).get("query"):
+    fail("LowNodeUtilization: metricsUtilization must be source Prometheus with a query")
+rebalance = yaml.safe_load(open("deploy/prometheus/rebalance.yml"))
+records = {r["record"]: r["expr"] for g in rebalance["groups"] for r in g["rules"]}
+if mu["prometheus"]["query"] not in records:
+    fail(f"query {mu['prometheus']['query']!r} is not a record of deploy/prometheus/rebalance.yml")
+if lnu.get("useDeviationThresholds"):
+    fail("useDeviationThresholds: the thresholds are absolute percents of the prediction")
+for key in ("thresholds", "targetThresholds"):
+    if set(lnu.get(key, {})) != {"MetricResource"}:
+        fail(f"{key}: Prometheus mode takes exactly one resource, MetricResource")
+if not (isinstance(lnu.get("evictionLimits", {}).get("node"), int) and lnu["evictionLimits"]["node"] >= 1):
+    fail("LowNodeUtilization: evictionLimits.node must be a positive integer")
+# Thresholds from the waterline policy: under = the water-level target; over >= every
+# filterAbove of the metrics the rules read (the `metric=~` selector of rebalance.yml).
+wl = yaml.safe_load(open("deploy/policy/policy.yaml"))
+selector = re.search(r'metric=~"([^"]+)"', records["waterline:node_resource_predicted_load:now"]).group(1)
+read = [m for m in wl["metrics"] if re.fullmatch(selector, m["name"])]
+if not read or any("filterAbove" not in m for m in read):
+    fail(f"the rules read {[m['name'] for m in read]}: each needs a filterAbove in deploy/policy/policy.yaml")
+under, over = lnu["thresholds"]["MetricResource"], lnu["targetThresholds"]["MetricResource"]
+if under != wl["curve"]["target"]:
+    fail(f"thresholds.MetricResource {under} is not the policy's water-level target {wl['curve']['target']}")
+if over < max(m["filterAbove"] for m in read) or over > 100:
+    fail(f"targetThresholds.MetricResource {over} is below a filterAbove of {[m['name'] for m in read]} (or above 100)")
+# The cycle: no shorter than the absorb window (5 m window + period + ledger lag) of the metrics read.
+dep = next(d for d in docs if d["kind"] == "Deployment")
+pod = dep["spec"]["template"]["spec"]
+args = pod["containers"][0]["args"]
+flags = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+lag = seconds(wl.get("ledger", {}).get("lag", "90s"))
+absorb = max(seconds(m.get("window", "5m")) + seconds(m["period"]) + lag for m in read)
+if seconds(flags.get("descheduling-interval", "0s")) < absorb:
+    fail(f"--descheduling-interval {flags.get('descheduling-interval')} is shorter than the {absorb} s absorb window")
+mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "policy")
+vol = next(v for v in pod["volumes"] if v["name"] == "policy")
+if vol["configMap"]["name"] != cm["metadata"]["name"] or flags.get("policy-config-file") != mount["mountPath"] + "/policy.yaml":
+    fail("the Deployment does not read policy.yaml from the generated ConfigMap")
+if pod.get("serviceAccountName") != next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]:
+    fail("the Deployment does not run as the descheduler's ServiceAccount")
+verbs = {(g, r): set(rule["verbs"]) for rule in next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
+         for g in rule["apiGroups"] for r in rule["resources"]}
+if verbs.get(("", "pods/eviction")) != {"create"} or "delete" in verbs.get(("", "pods"), set()):
+    fail("the ClusterRole must evict through pods/eviction (PDBs respected), never delete pods")
+# The values for the upstream chart carry the same policy and interval.
+values = yaml.safe_load(open("deploy/descheduler/helm-values.yaml"))
+same = {k: v for k, v in policy.items() if k not in ("apiVersion", "kind")}
+if values.get("deschedulerPolicy") != same or values.get("deschedulerPolicyAPIVersion") != policy["apiVersion"]:
+    fail("helm-values.yaml: deschedulerPolicy differs from policy.yaml")
+if values.get("kind") != "Deployment" or str(values.get("deschedulingInterval")) != flags["descheduling-interval"]:
+    fail("helm-values.yaml: not a Deployment with deployment.yaml's --descheduling-interval")
+print(f"manifests: descheduler: LowNodeUtilization on {mu['prometheus']['query']}, under < {under} % "
+      f"(target), over > {over} % (filterAbove of {', '.join(m['name'] for m in read)}), "
+      f"{lnu['evictionLimits']['node']} per node, {policy['maxNoOfPodsToEvictTotal']} per cycle, "
+      f"every {flags['descheduling-interval']} (absorb window {absorb} s)", file=sys.stderr)
+PY
+"$venv/bin/kubernetes-validate" --strict --quiet -k "$K8S_VERSION" "$work/descheduler.rendered.yaml"
+
 # Alerting rules: promtool's own check and unit tests (every alert fires and resolves), and
 # the PrometheusRule carries exactly the groups of the plain file.
 promtool check rules deploy/prometheus/alerts.yaml >&2
 (cd deploy/prometheus && promtool test rules alerts_test.yaml) >&2
+# The rebalancing rules likewise: warm-up, hysteresis, staleness and clamping unit-tested.
+promtool check rules deploy/prometheus/rebalance.yml >&2
+(cd deploy/prometheus && promtool test rules rebalance_test.yaml) >&2
 "$venv/bin/python" - <<'PY'
 import sys, yaml
 plain = yaml.safe_load(open("deploy/prometheus/alerts.yaml"))
@@ -183,6 +296,16 @@ for a in alerts:
     if tested.get(a) != {True, False}:
         sys.exit(f"manifests: alert {a} needs a test where it fires and one where it does not (alerts_test.yaml)")
 print(f"manifests: {len(alerts)} alerts, each fired and resolved by alerts_test.yaml; alerts-rule.yaml matches", file=sys.stderr)
+rebalance = yaml.safe_load(open("deploy/prometheus/rebalance.yml"))
+if yaml.safe_load(open("deploy/prometheus/rebalance-rule.yaml"))["spec"]["groups"] != rebalance["groups"]:
+    sys.exit("manifests: deploy/prometheus/rebalance-rule.yaml differs from rebalance.yml (spec.groups vs groups)")
+records = {r["record"] for g in rebalance["groups"] for r in g["rules"]}
+tested = " ".join(q["expr"] for t in yaml.safe_load(open("deploy/prometheus/rebalance_test.yaml"))["tests"]
+                  for q in t.get("promql_expr_test", []))
+for r in sorted(records - {"waterline:node_resource_predicted_load:now"}):
+    if r not in tested:
+        sys.exit(f"manifests: record {r} of rebalance.yml is not queried by rebalance_test.yaml")
+print(f"manifests: rebalance.yml: {len(records)} records, tested; rebalance-rule.yaml matches", file=sys.stderr)
 PY
 
 # The Grafana dashboard: the JSON parses and is well-formed, and the ConfigMap that
