@@ -5,7 +5,8 @@
 //! node's rolling history ([`history`]), from which every policy metric whose query names a
 //! derivable recording rule ([`convert::derive`]) is published on its own period, stamped
 //! with the node's newest point. Nodes are mapped through the [`NodeDirectory`] as
-//! Prometheus series are; health goes to the same per-metric series and ListNodes.
+//! Prometheus series are; health goes to ListNodes and the per-metric `waterline_metric_*`
+//! gauges (the `waterline_promql_*` counters stay the Prometheus source's).
 //!
 //! metrics-server keeps no past, so neither does this source beyond its own memory: a
 //! restart starts every history empty (docs/operations.md#metrics-server-instead-of-prometheus).
@@ -248,7 +249,6 @@ impl Poller {
                 nodes_covered: samples.len() as i64,
             };
             let label = label(&spec.name);
-            self.per_metric.requests.get_or_create(&label).inc();
             self.per_metric.last_success.get_or_create(&label).set(now.0 as f64 / 1000.0);
             self.per_metric.last_failed.get_or_create(&label).set(0);
             self.per_metric.series.get_or_create(&label).set(health.series);
@@ -274,7 +274,6 @@ impl Poller {
                 Ok(_) => format!("metrics-server: {error}"),
                 Err(why) => why,
             };
-            self.per_metric.failures.get_or_create(&label(&spec.name)).inc();
             self.set_failed(&spec.name, message);
         }
     }
