@@ -26,6 +26,7 @@ use crate::published::Deltas;
 use crate::service::Collector;
 use crate::shadow::{self, SchedulerFilter, ShadowMetrics};
 use crate::sources::kube::{self as kube_source, NodeAddresses};
+use crate::sources::metrics_server::{self, MetricsServerMetrics, MetricsServerMode};
 use crate::sources::{prometheus, static_file, synthetic};
 use crate::state::{ClusterState, GuessTally};
 
@@ -100,6 +101,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let reload_metrics = ReloadMetrics::register(&mut registry);
     let gauges = Gauges::register(&mut registry);
     let prometheus_metrics = prometheus::SourceMetrics::register(&mut registry);
+    let metrics_server_config = args.metrics_server_config();
+    let metrics_server_metrics = (metrics_server_config.mode != MetricsServerMode::Off)
+        .then(|| MetricsServerMetrics::register(&mut registry));
     let shadow_metrics = args.shadow.shadow.then(|| ShadowMetrics::register(&mut registry));
     let load_metrics = (!args.predicted_load_interval.is_zero())
         .then(|| predicted_load::LoadMetrics::register(&mut registry));
@@ -162,10 +166,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     let (decisions, filter) = shadow.unzip();
     // Before Prometheus, so the node watch's addresses are there as early as possible.
-    let pods_synced = start_kube(&args, &state, &policy, &directory, filter).await?;
+    let (pods_synced, kube_client) =
+        match start_kube(&args, &state, &policy, &directory, filter).await? {
+            Some((synced, client)) => (Some(synced), Some(client)),
+            None => (None, None),
+        };
     // Capacity comes from the Kubernetes node watch when it runs (allocatable), else from
     // Prometheus (node-exporter), unless --prometheus-capacity says otherwise.
     let kube_capacity = pods_synced.is_some() && !args.owns_nodes();
+    let prometheus_metrics_for_metrics_server = prometheus_metrics.clone();
     if let Some(config) = args.prometheus.config(kube_capacity) {
         // Returns once every first query was attempted (bounded by the query timeout).
         prometheus::start(
@@ -173,10 +182,25 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             state.clone(),
             policy.clone(),
             directory.clone(),
-            prometheus_metrics,
+            prometheus_metrics.clone(),
         )
         .await
         .map_err(|e| anyhow::anyhow!("Prometheus source: {e}"))?;
+    }
+    // metrics-server is read through the API server, so only with a Kubernetes client
+    // (`--metrics-server` turns Kubernetes on; `Auto` needs a configuration to be found).
+    if let (Some(metrics), Some(client)) = (metrics_server_metrics, kube_client) {
+        // Returns once the first list was attempted (bounded by its timeout).
+        metrics_server::start(
+            metrics_server_config,
+            client,
+            state.clone(),
+            policy.clone(),
+            directory.clone(),
+            metrics,
+            prometheus_metrics_for_metrics_server,
+        )
+        .await;
     }
     // The first round of every source has run (or failed) by now; the pod list may still
     // be on its way.
@@ -234,14 +258,14 @@ async fn maintain(state: ClusterState, policy: PolicyHandle, gauges: Gauges) {
 }
 
 /// Starts the Kubernetes watches when Kubernetes is on; returns the pod watch's "first
-/// list is in the ledger" signal.
+/// list is in the ledger" signal and the client (for metrics-server).
 async fn start_kube(
     args: &Args,
     state: &ClusterState,
     policy: &PolicyHandle,
     directory: &NodeDirectory,
     shadow: Option<std::sync::Arc<SchedulerFilter>>,
-) -> anyhow::Result<Option<tokio::sync::watch::Receiver<bool>>> {
+) -> anyhow::Result<Option<(tokio::sync::watch::Receiver<bool>, ::kube::Client)>> {
     let client = match args.kube_mode() {
         KubeMode::Off => return Ok(None),
         KubeMode::On => kube_source::client(args.kubeconfig.as_deref()).await?,
@@ -276,10 +300,15 @@ async fn start_kube(
                 Some(Box::new(directory.clone()))
             }
         };
-        kube_source::spawn_node_watch(client, state.clone(), addresses, args.kube_watch_timeout);
+        kube_source::spawn_node_watch(
+            client.clone(),
+            state.clone(),
+            addresses,
+            args.kube_watch_timeout,
+        );
         tracing::info!("watching Kubernetes pods and nodes");
     }
-    Ok(Some(synced))
+    Ok(Some((synced, client)))
 }
 
 /// Ready once the first pod list is in the ledger, or after `wait` at the latest.

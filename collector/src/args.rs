@@ -5,6 +5,8 @@ use clap::Parser;
 use waterline_core::time::parse_std_duration;
 use waterline_runtime::args::{CommonArgs, GrpcLimitArgs, parse_addr};
 
+use crate::sources::metrics_server::MetricsServerMode;
+
 /// A watch timeout: a duration of at least one second (kube-rs counts whole seconds, and 0
 /// would turn its dead-watch detection off).
 fn parse_watch_timeout(text: &str) -> Result<std::time::Duration, String> {
@@ -17,9 +19,11 @@ fn parse_watch_timeout(text: &str) -> Result<std::time::Duration, String> {
 
 /// Collects node usage and recent placements, and streams them to waterline scorers.
 ///
-/// Pick one node source: --static FILE (nodes and usage from a YAML file, re-read when it
-/// changes) or --synthetic-nodes N (a generated cluster whose usage drifts, for demos and
-/// benchmarks). `waterline-collector policy check FILE` checks a policy file instead of
+/// Pick one node-usage source: --prometheus-url URL (one PromQL query per policy metric),
+/// --metrics-server (NodeMetrics through the API server; chosen by itself when no Prometheus
+/// URL is given and metrics.k8s.io answers), --static FILE (nodes and usage from a YAML
+/// file, re-read when it changes) or --synthetic-nodes N (a generated cluster whose usage
+/// drifts, for demos and benchmarks). `waterline-collector policy check FILE` checks a policy file instead of
 /// running.
 #[derive(Parser, Clone, Debug)]
 #[command(name = "waterline-collector", version, args_conflicts_with_subcommands = true)]
@@ -69,6 +73,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub prometheus: crate::sources::prometheus::PrometheusArgs,
+
+    #[command(flatten)]
+    pub metrics_server: crate::sources::metrics_server::MetricsServerArgs,
 
     /// Kubeconfig file for the Kubernetes pod watch (the ledger) and node watch (capacity,
     /// addresses). Without it the default chain is used when Kubernetes is on: KUBECONFIG,
@@ -133,13 +140,43 @@ impl Args {
     pub fn kube_mode(&self) -> KubeMode {
         if self.no_kube {
             KubeMode::Off
-        } else if self.kube || self.kubeconfig.is_some() {
+        } else if self.kube
+            || self.kubeconfig.is_some()
+            || self.metrics_server.metrics_server == Some(true)
+        {
             KubeMode::On
         } else if self.static_file.is_some() || self.synthetic_nodes.is_some() {
             // These modes must never need a cluster (tests, demos, benchmarks).
             KubeMode::Off
         } else {
             KubeMode::Auto
+        }
+    }
+
+    /// Whether the collector reads metrics-server: `--metrics-server[=BOOL]`, or by itself
+    /// (`Auto`) when "no Prometheus URL" — neither --prometheus-url nor
+    /// WATERLINE_PROMETHEUS_URL set — and no --static or --synthetic-nodes, with Kubernetes
+    /// on. The shipped manifests set a Prometheus URL; drop it to use metrics-server.
+    pub fn metrics_server_mode(&self) -> MetricsServerMode {
+        match self.metrics_server.metrics_server {
+            Some(true) => MetricsServerMode::On,
+            Some(false) => MetricsServerMode::Off,
+            None if self.prometheus.prometheus_url.is_none()
+                && !self.owns_nodes()
+                && self.kube_mode() != KubeMode::Off =>
+            {
+                MetricsServerMode::Auto
+            }
+            None => MetricsServerMode::Off,
+        }
+    }
+
+    /// The metrics-server source's configuration (its mode may be `Off`).
+    pub fn metrics_server_config(&self) -> crate::sources::metrics_server::Config {
+        crate::sources::metrics_server::Config {
+            mode: self.metrics_server_mode(),
+            period: self.metrics_server.metrics_server_period,
+            timeout: self.metrics_server.metrics_server_timeout,
         }
     }
 
@@ -168,6 +205,36 @@ mod tests {
         assert_eq!(mode(&["--no-kube"]), KubeMode::Off);
         let both = ["waterline-collector", "--no-kube", "--kubeconfig", "k"];
         assert!(Args::try_parse_from(both).is_err());
+    }
+
+    #[test]
+    fn metrics_server_is_chosen_without_a_prometheus_url_and_refused_beside_another_source() {
+        let parse = |flags: &[&str]| {
+            let argv = std::iter::once("waterline-collector").chain(flags.iter().copied());
+            Args::try_parse_from(argv)
+        };
+        let mode = |flags: &[&str]| parse(flags).unwrap().metrics_server_mode();
+        assert_eq!(mode(&[]), MetricsServerMode::Auto);
+        assert_eq!(mode(&["--kubeconfig", "k"]), MetricsServerMode::Auto);
+        assert_eq!(mode(&["--prometheus-url", "http://p:9090"]), MetricsServerMode::Off);
+        assert_eq!(mode(&["--static", "n.yaml"]), MetricsServerMode::Off);
+        assert_eq!(mode(&["--synthetic-nodes", "3"]), MetricsServerMode::Off);
+        assert_eq!(mode(&["--no-kube"]), MetricsServerMode::Off);
+        assert_eq!(mode(&["--metrics-server"]), MetricsServerMode::On);
+        assert_eq!(mode(&["--metrics-server=false"]), MetricsServerMode::Off);
+        // Asking for it turns Kubernetes on (it is read through the API server).
+        assert_eq!(parse(&["--metrics-server"]).unwrap().kube_mode(), KubeMode::On);
+        for other in [
+            &["--metrics-server", "--prometheus-url", "http://p:9090"][..],
+            &["--metrics-server", "--static", "n.yaml"],
+            &["--metrics-server", "--synthetic-nodes", "3"],
+            &["--metrics-server", "--no-kube"],
+        ] {
+            assert!(parse(other).is_err(), "{other:?}");
+        }
+        let args = parse(&["--metrics-server", "--metrics-server-period", "1s"]).unwrap();
+        assert_eq!(args.metrics_server_config().period, std::time::Duration::from_secs(1));
+        assert_eq!(parse(&[]).unwrap().metrics_server_config().period.as_secs(), 15);
     }
 
     #[test]

@@ -361,6 +361,11 @@ impl ClusterState {
         full_snapshot(&self.lock())
     }
 
+    /// Every node's capacity (zero where no source gave one yet).
+    pub fn capacities(&self) -> BTreeMap<String, Capacity> {
+        self.lock().nodes.iter().map(|(name, node)| (name.clone(), node.capacity)).collect()
+    }
+
     pub fn node_count(&self) -> usize {
         self.lock().nodes.len()
     }

@@ -39,6 +39,10 @@ type Options struct {
 	Policy     Policy
 	// StaticFile: no exporter or Prometheus; the collector reads this --static file.
 	StaticFile string
+	// MetricsServer: no exporter or Prometheus; a fake metrics-server (CPUBusy and
+	// MemoryUsed of each node) behind the control plane's aggregation layer, and the
+	// collector without a Prometheus URL, so it picks metrics-server by itself.
+	MetricsServer bool
 	// Sched: start the in-process scheduler with this config.
 	Sched *SchedulerSpec
 	// WaitMetrics: wait until the collector holds a sample of every policy
@@ -87,6 +91,8 @@ type Stack struct {
 	Exporter      *fakeexporter.Exporter
 	Prometheus    *Proc
 	PrometheusURL string
+	// MetricsServer is set with Options.MetricsServer.
+	MetricsServer *MetricsServer
 
 	PolicyPath string
 	Opts       Options
@@ -158,7 +164,19 @@ func New(ctx context.Context, t testing.TB, o Options) *Stack {
 	dir := t.TempDir()
 
 	var err error
-	if o.StaticFile == "" {
+	cores, _ := strconv.Atoi(o.NodeCPU)
+	if o.MetricsServer {
+		var mns []MetricsNode
+		for i := 0; i < o.Nodes; i++ {
+			busy := 0.2
+			if o.CPUBusy != nil {
+				busy = o.CPUBusy(i)
+			}
+			mns = append(mns, MetricsNode{Name: NodeName(i), CPUMillis: int64(busy * float64(cores) * 1000), MemoryBytes: int64(o.MemoryUsed * float64(32<<30))})
+		}
+		s.MetricsServer = StartMetricsServer(t, mns)
+		s.MetricsServer.Register(ctx, t, s.Cluster)
+	} else if o.StaticFile == "" {
 		var fns []fakeexporter.Node
 		for i := 0; i < o.Nodes; i++ {
 			ip, _ := harness.NodeIP(IPPrefix(o.Nodes), i)
@@ -166,7 +184,6 @@ func New(ctx context.Context, t testing.TB, o Options) *Stack {
 			if o.CPUBusy != nil {
 				busy = o.CPUBusy(i)
 			}
-			cores, _ := strconv.Atoi(o.NodeCPU)
 			fns = append(fns, fakeexporter.Node{Name: NodeName(i), Instance: ip + ":9100", Cores: cores, MemoryBytes: 32 << 30, CPUBusy: busy, MemoryUsed: o.MemoryUsed})
 		}
 		s.Exporter, err = fakeexporter.Start(fns)
@@ -184,6 +201,10 @@ func New(ctx context.Context, t testing.TB, o Options) *Stack {
 	cargs := []string{"--grpc-addr", s.Collector.Addr, "--admin-addr", s.Collector.Admin, "--policy", s.PolicyPath}
 	if o.StaticFile != "" {
 		cargs = append(cargs, "--static", o.StaticFile)
+	} else if o.MetricsServer {
+		// No --prometheus-url: the collector finds metrics.k8s.io and reads it (every
+		// second, as the scenarios' Prometheus is scraped).
+		cargs = append(cargs, "--metrics-server-period", "1s")
 	} else {
 		cargs = append(cargs, "--prometheus-url", s.PrometheusURL)
 	}

@@ -28,8 +28,7 @@ use waterline_runtime::policy::PolicyHandle;
 use self::answer::{Mapped, QueryError, map_to_nodes};
 pub use self::args::{Config, PrometheusArgs};
 pub use self::client::{ClientConfig, PromClient, parse_header};
-pub use self::metrics::SourceMetrics;
-use self::metrics::label;
+pub use self::metrics::{SourceMetrics, label};
 use crate::node_directory::NodeDirectory;
 use crate::state::{ClusterState, MetricHealth};
 
