@@ -38,7 +38,8 @@ use crate::model::{Resources, SimPod};
 pub enum Path {
     /// A scheduling-framework plugin: Reserve at the decision, assumed pods visible at once.
     Plugin,
-    /// An HTTP extender: no Reserve; placements learnt from the pod watch after a lag.
+    /// An HTTP extender: no Reserve; placements learnt from the pod watch after a lag (and
+    /// guessed meanwhile, by waterline's adapter, at prioritize: strategy/waterline.rs).
     Extender,
 }
 
