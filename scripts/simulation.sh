@@ -35,6 +35,10 @@ if [[ -z "${SKIP_BUILD:-}" ]]; then
   cargo build --release -p waterline-sim
 fi
 COMPARE=waterline,kube-default,crane,crane-dynamic,trimaran-tlp,trimaran-tlp-prom,koordinator,koord-scheduler
+# Context on the extender path only: the extender adapter with --provisional-reserve=false, the
+# path as simulated before its provisional Reserve was modelled (on the plugin path the same as
+# waterline).
+EXTENDER_CONTEXT=waterline-no-provisional
 mkdir -p "$OUT"
 
 sensitivity() {
@@ -66,7 +70,9 @@ for scenario in $("$BIN" scenarios | awk '{print $1}'); do
   for path in "${PATHS[@]}"; do
     dir=$OUT/runs/$scenario/$path
     mkdir -p "$dir"
-    "$BIN" run "$scenario" --path "$path" --compare "$COMPARE" --policy "$CONTEXT" --out "$dir" \
+    compare=$COMPARE
+    if [[ $path == extender ]]; then compare=$COMPARE,$EXTENDER_CONTEXT; fi
+    "$BIN" run "$scenario" --path "$path" --compare "$compare" --policy "$CONTEXT" --out "$dir" \
       > "$dir/table.md"
     dirs+=("$dir")
   done
@@ -82,6 +88,8 @@ generated=$OUT/generated.md
   echo '```'
   echo "waterline-sim run SCENARIO --path PATH --compare $COMPARE --policy $CONTEXT --out DIR"
   echo '```'
+  echo
+  echo "and on the extender path with \`$EXTENDER_CONTEXT\` added to \`--compare\` (context)."
   echo
   "$BIN" report "${dirs[@]}" --docs "$DOCS"
   echo

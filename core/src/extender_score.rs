@@ -10,6 +10,9 @@
 //! in absolute terms (two nearly identical nodes get 0 and 10, and the scheduler adds that gap
 //! × weight × 10 to its own scores). When every candidate scores the same, Rescale gives all
 //! of them 10: any constant keeps the (flat) ranking, and 10 matches "best → 10".
+//!
+//! The adapter's provisional guess at kube-scheduler's choice ([`best_candidate`]) is read
+//! from the same 0..100 scores, before the mapping; the simulator guesses with it too.
 
 use crate::policy::ScoreMapping;
 
@@ -43,9 +46,34 @@ pub fn map_scores(mapping: ScoreMapping, scores: &[i64]) -> Vec<i64> {
     }
 }
 
+/// The candidate the engine likes best, which the extender records provisionally at
+/// prioritize: the highest 0..100 score, and on a tie the first in the request's order.
+/// kube-scheduler breaks ties among its own best totals at random, so no tied node is a
+/// better guess than another; the first is deterministic, and the request's order is the
+/// scheduler's (it starts each cycle's node walk where the last one stopped), so tied
+/// guesses still move from node to node across pods instead of piling onto the
+/// alphabetically first.
+pub fn best_candidate(scores: &[i64]) -> Option<usize> {
+    let mut best: Option<(usize, i64)> = None;
+    for (i, &score) in scores.iter().enumerate() {
+        if best.is_none_or(|(_, top)| score > top) {
+            best = Some((i, score));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_best_candidate_is_the_highest_and_the_first_of_equals() {
+        assert_eq!(best_candidate(&[10, 90, 40]), Some(1));
+        assert_eq!(best_candidate(&[70, 90, 90, 10]), Some(1));
+        assert_eq!(best_candidate(&[5]), Some(0));
+        assert_eq!(best_candidate(&[]), None);
+    }
 
     #[test]
     fn round_is_half_away_from_zero_and_clamped() {

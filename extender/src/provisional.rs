@@ -10,6 +10,9 @@
 //! prioritize; it does not need the Reserve), and the next filter waits for the ones still in
 //! flight before it calls the scorer — ordering by waiting only when it matters, which is
 //! almost never: the scheduler's own work between two pods outlasts one unary call.
+//!
+//! Which node is guessed is core's rule (`waterline_core::extender_score::best_candidate`),
+//! shared with the simulator's model of this path.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,22 +22,6 @@ use tracing::Instrument;
 use waterline_api::v1 as pb;
 
 use crate::scorer::ScorerClient;
-
-/// The candidate the scorer likes best: the highest score, and on a tie the first in the
-/// request's order. kube-scheduler breaks ties among its own best totals at random, so no
-/// tied node is a better guess than another; the first is deterministic, and the request's
-/// order is the scheduler's (it starts each cycle's node walk where the last one stopped),
-/// so tied guesses still move from node to node across pods instead of piling onto the
-/// alphabetically first.
-pub fn best(scores: &[i64]) -> Option<usize> {
-    let mut best: Option<(usize, i64)> = None;
-    for (i, &score) in scores.iter().enumerate() {
-        if best.is_none_or(|(_, top)| score > top) {
-            best = Some((i, score));
-        }
-    }
-    best.map(|(i, _)| i)
-}
 
 /// Sends provisional Reserves and tracks the ones in flight.
 pub struct Provisional {
@@ -76,18 +63,5 @@ struct Done(Arc<watch::Sender<usize>>);
 impl Drop for Done {
     fn drop(&mut self) {
         self.0.send_modify(|n| *n = n.saturating_sub(1));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_best_is_the_highest_and_the_first_of_equals() {
-        assert_eq!(best(&[10, 90, 40]), Some(1));
-        assert_eq!(best(&[70, 90, 90, 10]), Some(1));
-        assert_eq!(best(&[5]), Some(0));
-        assert_eq!(best(&[]), None);
     }
 }

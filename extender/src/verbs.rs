@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use tokio::time::Instant;
-use waterline_core::extender_score::map_scores;
+use waterline_core::extender_score::{best_candidate, map_scores};
 use waterline_runtime::policy::PolicyHandle;
 
 use crate::bind::Binder;
@@ -20,7 +20,7 @@ use crate::cache::ScoreCache;
 use crate::mapping::{eviction_may_resolve, neutral_priorities, short_reason};
 use crate::metrics::{CacheLabels, Metrics, VerbLabels};
 use crate::pod::Pod;
-use crate::provisional::{Provisional, best};
+use crate::provisional::Provisional;
 use crate::scorer::{Evaluated, ScorerClient};
 use crate::wire::{
     BindingArgs, ErrorResult, ExtenderArgs, FailedNodesMap, FilterResult, HostPriority, NodeList,
@@ -203,7 +203,8 @@ impl Extender {
         };
         Ok(match scores {
             Ok(scores) => {
-                if let (Some(provisional), Some(at)) = (&self.provisional, best(&scores)) {
+                if let (Some(provisional), Some(at)) = (&self.provisional, best_candidate(&scores))
+                {
                     provisional.record(&self.scorer, c.pod.to_info(), c.names[at].clone());
                 }
                 let mapped = map_scores(self.policy.get().extender_score_mapping, &scores);

@@ -71,6 +71,10 @@ pub struct StrategySummary {
     /// binding the pod watch had not yet delivered — the pods a strategy without Reserve
     /// decides blind to (every strategy on the extender path; Crane and Trimaran on both).
     pub unwatched_at_decision: Unwatched,
+    /// Extender path, waterline: its adapter's provisional guesses and what became of them
+    /// (absent for strategies that make none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisional_guesses: Option<crate::strategy::Guesses>,
 }
 
 /// Mean and maximum of [`StrategySummary::unwatched_at_decision`] over the decisions.
@@ -245,6 +249,7 @@ impl Recorder {
                 mean: r2(self.unwatched_sum as f64 / self.decisions.max(1) as f64),
                 max: self.unwatched_max,
             },
+            provisional_guesses: None,
         }
     }
 }

@@ -197,7 +197,10 @@ pub fn run(
         .map(|(spec, n)| (spec.name.clone(), n.placements))
         .collect();
     let label = sim.strategy.label().to_owned();
-    sim.recorder.finish(label, pending, in_use, received, per_node)
+    let guesses = if path == Path::Extender { sim.strategy.guesses() } else { None };
+    let mut summary = sim.recorder.finish(label, pending, in_use, received, per_node);
+    summary.provisional_guesses = guesses;
+    summary
 }
 
 impl Sim<'_> {
@@ -446,11 +449,19 @@ impl Sim<'_> {
         if feasible.is_empty() {
             return None;
         }
-        let views: Vec<NodeView<'_>> = feasible.iter().map(|&i| make(i)).collect();
-        let scores = self.strategy.score(cycle, pod, &views);
-        let best = scores.iter().copied().max()?;
-        let ties: Vec<usize> =
-            feasible.iter().zip(&scores).filter(|(_, s)| **s == best).map(|(&i, _)| i).collect();
+        // kube-scheduler's schedulePod takes a single feasible node without scoring
+        // (schedule_one.go, "When only one node after predicate, just use it"): no Score,
+        // no extender prioritize — and so no provisional guess on the extender path.
+        let ties: Vec<usize> = if feasible.len() == 1 {
+            feasible
+        } else {
+            let views: Vec<NodeView<'_>> = feasible.iter().map(|&i| make(i)).collect();
+            let scores = self.strategy.score(cycle, pod, &views);
+            let best = scores.iter().copied().max()?;
+            feasible.iter().zip(&scores).filter(|(_, s)| **s == best).map(|(&i, _)| i).collect()
+        };
+        // One draw per decision, however many tie (a single node too), so the seeded
+        // stream does not depend on how often a single node was feasible.
         // kube-scheduler's selectHost picks uniformly among the best (reservoir sampling).
         Some(ties[self.rng.random_range(0..ties.len())])
     }

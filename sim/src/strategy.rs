@@ -24,7 +24,7 @@ pub use koordinator::{Koordinator, Koordlet};
 pub use kube_default::KubeDefault;
 pub use profile::{Profiled, SchedulerProfile};
 pub use trimaran::{Provider, TargetLoadPacking};
-pub use waterline::Waterline;
+pub use waterline::{CacheCounts, ExtenderFlags, Waterline};
 
 use std::sync::Arc;
 
@@ -38,7 +38,8 @@ use crate::model::{Resources, SimPod};
 pub enum Path {
     /// A scheduling-framework plugin: Reserve at the decision, assumed pods visible at once.
     Plugin,
-    /// An HTTP extender: no Reserve; placements learnt from the pod watch after a lag.
+    /// An HTTP extender: no Reserve; placements learnt from the pod watch after a lag (and
+    /// guessed meanwhile, by waterline's adapter, at prioritize: strategy/waterline.rs).
     Extender,
 }
 
@@ -125,6 +126,20 @@ pub struct NodeView<'a> {
     pub pods: &'a [PlacedPod],
 }
 
+/// What became of the provisional guesses, as the ledger saw them (the extender
+/// path's provisional Reserves, [`Strategy::guesses`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Guesses {
+    /// Provisional Reserves recorded at prioritize.
+    pub made: u64,
+    /// The watch saw the pod bound on the guessed node.
+    pub confirmed: u64,
+    /// The watch saw it bound on another node: the entry moved there.
+    pub moved: u64,
+    /// Dropped at `expires_at` before any watch.
+    pub expired: u64,
+}
+
 /// The cycle's context.
 #[derive(Clone, Copy, Debug)]
 pub struct Cycle {
@@ -184,6 +199,12 @@ pub trait Strategy {
     /// The pod watch delivered the deletion of `pod`, which ran on `node`.
     fn on_deleted(&mut self, now: UnixMillis, pod: &SimPod, node: &str) {
         let _ = (now, pod, node);
+    }
+
+    /// What became of its provisional guesses at the scheduler's choice, if it makes any
+    /// (waterline's extender adapter).
+    fn guesses(&self) -> Option<Guesses> {
+        None
     }
 }
 

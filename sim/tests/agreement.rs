@@ -15,6 +15,11 @@
 //! against one seed compares two draws (measured: a node 2 pods apart in about one
 //! recording in two). On the plugin path every run and every seed agree exactly.
 //!
+//! The recordings predate the extender's provisional Reserves: the simulator replays them
+//! with the adapter started as it was then, `--provisional-reserve=false` (its score cache
+//! changes no placement, only the number of scorer calls). Once they are re-recorded with
+//! today's extender, drop [`RECORDED_WITHOUT_PROVISIONAL`].
+//!
 //! Re-record with `WATERLINE_E2E_RECORD=1 tests/e2e/run.sh -run TestMemoryBelowTarget`
 //! (tests/e2e/README.md).
 
@@ -26,7 +31,7 @@ use serde::Deserialize;
 use waterline_core::policy::parse_policy;
 use waterline_sim::scenario::parse_scenario;
 use waterline_sim::sim::{Outputs, run};
-use waterline_sim::strategy::Waterline;
+use waterline_sim::strategy::{ExtenderFlags, Waterline};
 
 #[derive(Deserialize)]
 struct Recording {
@@ -135,6 +140,10 @@ fn scenario_text(name: &str, r: &Recording, seed: u64) -> String {
     s
 }
 
+/// The extender adapter as the recordings ran it: no provisional Reserves yet.
+const RECORDED_WITHOUT_PROVISIONAL: ExtenderFlags =
+    ExtenderFlags { provisional_ttl: None, ..ExtenderFlags::SHIPPED };
+
 /// Per-node mean placements over `SEEDS` seeds.
 fn simulate(name: &str, r: &Recording) -> BTreeMap<String, f64> {
     let policy = parse_policy(&r.policy).unwrap_or_else(|e| panic!("{name}: policy: {e}"));
@@ -143,8 +152,12 @@ fn simulate(name: &str, r: &Recording) -> BTreeMap<String, f64> {
         let text = scenario_text(name, r, seed);
         let scenario =
             parse_scenario(&text, None).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
-        let mut strategy =
-            Waterline::new("waterline", policy.clone()).expect("a policy the simulator models");
+        let mut strategy = Waterline::with_extender_flags(
+            "waterline",
+            policy.clone(),
+            RECORDED_WITHOUT_PROVISIONAL,
+        )
+        .expect("a policy the simulator models");
         let summary = run(&scenario, &mut strategy, Outputs::default());
         assert_eq!(summary.pods_placed, r.pods.len(), "{name}: every pod placed (seed {seed})");
         for (node, n) in summary.placements_per_node {

@@ -221,6 +221,17 @@ pub fn comparison(summary: &Summary) -> String {
         &|s| format!("{:.1} / {}", s.unwatched_at_decision.mean, s.unwatched_at_decision.max),
         None,
     );
+    if summary.strategies.iter().any(|s| s.provisional_guesses.is_some()) {
+        row(
+            "provisional guesses made / confirmed / moved / expired".into(),
+            &|s| {
+                s.provisional_guesses.map_or("—".into(), |g| {
+                    format!("{} / {} / {} / {}", g.made, g.confirmed, g.moved, g.expired)
+                })
+            },
+            None,
+        );
+    }
     out
 }
 

@@ -220,7 +220,7 @@ name: tiny
 duration: 5m
 warmup: 5m
 nodeGroups: [{count: 2, prefix: n, cpu: 4, memory: 8Gi, background: {cpu: {min: 20, max: 60}, memory: 30}}]
-podGroups: [{prefix: p, count: 8, arrival: {at: 1m}, cpu: 1, memory: 1Gi}]
+podGroups: [{prefix: p, count: 8, arrival: {at: 1m}, cpu: 100m, memory: 128Mi}]
 ";
         let axes = Axes {
             seeds: vec![1, 2],

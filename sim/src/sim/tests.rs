@@ -107,9 +107,13 @@ pods:
     let (mut f, seen) = flat();
     let summary = run(&scenario(text), &mut f, Outputs::default());
     let seen = seen.borrow();
-    // a (3 cpu) fits only on big; b (2 cpu) fits nowhere once a holds 3 of big's 4; c fits
-    // on small or big (1 cpu left).
-    assert_eq!(seen[0].iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["big"]);
+    // a (3 cpu) fits only on big, which kube-scheduler takes without scoring; b (2 cpu)
+    // fits nowhere once a holds 3 of big's 4; c fits on small or big (1 cpu left): the
+    // only cycle scored.
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["small", "big"]);
+    assert_eq!(summary.placements_per_node["big"] + summary.placements_per_node["small"], 2);
+    assert!(summary.placements_per_node["big"] >= 1, "a is on big");
     assert_eq!(summary.pods_placed, 2);
     assert_eq!(summary.pods_pending_end, 1);
     // b tried at 1 s, then every 30 s until 3 m: 1 s, 31 s, …, 151 s → 6 attempts
@@ -132,10 +136,15 @@ podGroups: [{prefix: p, count: 5, arrival: {at: 10s}, cpu: 100m, memory: 100Mi}]
 
 #[test]
 fn without_reserve_every_cycle_within_the_watch_lag_sees_the_same_stale_view() {
+    // two nodes, so that kube-scheduler scores (a single feasible node is taken unscored)
+    let two = BURST.replace(
+        "nodes: [{name: only, cpu: 64, memory: 256Gi}]",
+        "nodes: [{name: one, cpu: 64, memory: 256Gi}, {name: two, cpu: 64, memory: 256Gi}]",
+    );
     let pods_seen = |path: &str| {
         let (mut f, seen) = flat();
-        run(&scenario(&BURST.replace("PATH", path)), &mut f, Outputs::default());
-        seen.borrow().iter().map(|cycle| cycle[0].1).collect::<Vec<_>>()
+        run(&scenario(&two.replace("PATH", path)), &mut f, Outputs::default());
+        seen.borrow().iter().map(|cycle| cycle.iter().map(|c| c.1).sum()).collect::<Vec<usize>>()
     };
     // plugin: each cycle sees the pods assumed before it
     assert_eq!(pods_seen("plugin"), [0, 1, 2, 3, 4]);
@@ -145,13 +154,15 @@ fn without_reserve_every_cycle_within_the_watch_lag_sees_the_same_stale_view() {
     // when it decided the next: mean (0 + 1 + 2 + 3 + 4) / 5 = 2, max 4
     for path in ["plugin", "extender"] {
         let (mut f, _) = flat();
-        let summary = run(&scenario(&BURST.replace("PATH", path)), &mut f, Outputs::default());
+        let summary = run(&scenario(&two.replace("PATH", path)), &mut f, Outputs::default());
         assert_eq!(summary.unwatched_at_decision, crate::measure::Unwatched { mean: 2.0, max: 4 });
     }
 }
 
 #[test]
 fn waterline_ledger_learns_at_reserve_or_after_the_watch_lag() {
+    // One node: kube-scheduler takes it without scoring, so the extender is never asked to
+    // prioritize and makes no provisional guess; only the watch tells it.
     for (path, expect) in [("plugin", 5), ("extender", 0)] {
         let s = scenario(&BURST.replace("PATH", path).replace("duration: 2m", "duration: 12s"));
         let mut w =
@@ -302,4 +313,104 @@ podGroups:
     // web-1..3 see 0, 1, 2 of their ReplicaSet on n-1; the DaemonSet pod has no
     // controller (0); api-1 sees none of its own (web's pods do not count)
     assert_eq!(*seen.borrow(), [[0, 0], [1, 0], [2, 0], [0, 0], [0, 0]]);
+}
+
+/// One cpu metric (the 5 m average, filter above 65 %) on the water-level curve at 40 %:
+/// a node's score is `water_level(40, observed + ledger + incoming)`, which the tests
+/// below work out by hand.
+const CPU_ONLY: &str = "
+metrics:
+  - {name: cpu_usage_avg_5m, resource: cpu, query: 'waterline:node_cpu_usage:avg5m', period: 30s, weight: 1, filterAbove: 65}
+curve: {kind: waterLevel, target: 40}
+";
+
+/// Two 16-core nodes at a constant 10 % (a) and 30 % (b) cpu; four pods of 1600m arrive at
+/// 2 m, decided 10 ms apart, bound 100 ms later and watched `LAG` after that.
+const GUESS: &str = "
+name: guess
+duration: DURATION
+warmup: 20m
+scheduler: {path: extender, cycle: 10ms, bindDelay: 100ms, watchLag: LAG}
+nodes:
+  - {name: a, cpu: 16, memory: 64Gi, background: {cpu: 10, memory: 10}}
+  - {name: b, cpu: 16, memory: 64Gi, background: {cpu: 30, memory: 10}}
+podGroups: [{prefix: p, count: 4, arrival: {at: 2m}, cpu: 1600m, memory: 1Gi}]
+";
+
+fn guess_run(
+    duration: &str,
+    lag: &str,
+    flags: crate::strategy::ExtenderFlags,
+) -> (crate::measure::StrategySummary, crate::strategy::Waterline) {
+    let s = scenario(&GUESS.replace("DURATION", duration).replace("LAG", lag));
+    let policy = waterline_core::policy::parse_policy(CPU_ONLY).unwrap();
+    let mut w = crate::strategy::Waterline::with_extender_flags("w", policy, flags).unwrap();
+    let summary = run(&s, &mut w, Outputs::default());
+    (summary, w)
+}
+
+fn per_node(summary: &crate::measure::StrategySummary) -> (usize, usize) {
+    (summary.placements_per_node["a"], summary.placements_per_node["b"])
+}
+
+#[test]
+fn a_burst_within_the_watch_lag_sees_the_provisional_guesses_and_spreads() {
+    use waterline_core::LedgerSource;
+    // Each pod is estimated at 0.85 × 1600m = 1360m, 8.5 % of 16 cores. The extender's
+    // 0..10 is round(score / 10); kube-scheduler takes the best (× 10).
+    //
+    // Without provisional Reserves every decision sees an empty ledger (the watch comes 5 s
+    // later): a = 10 + 8.5 = 18.5 % → 1.5 × 18.5 + 40 = 67.75 → 68 → 7; b = 30 + 8.5 =
+    // 38.5 % → 97.75 → 98 → 10. All four pile onto b.
+    let off = crate::strategy::ExtenderFlags { provisional_ttl: None, ..Default::default() };
+    let (summary, _) = guess_run("2m1s", "5s", off);
+    assert_eq!(per_node(&summary), (0, 4));
+    assert_eq!(summary.provisional_guesses, None);
+    // With them (the adapter's defaults) each decision sees the earlier guesses:
+    //   pod 1: a 68 → 7, b 98 → 10: b (guessed b);
+    //   pod 2: b 38.5 + 8.5 = 47 % → 40 × 53 / 60 = 35.3 → 35 → 4, a 7: a;
+    //   pod 3: a 18.5 + 8.5 = 27 % → 80.5 → 81 → 8, b 4: a;
+    //   pod 4: a 35.5 % → 93.25 → 93 → 9, b 4: a.
+    let (summary, w) = guess_run("2m1s", "5s", Default::default());
+    assert_eq!(per_node(&summary), (3, 1));
+    // At 2 m 1 s nothing is watched yet: the ledger holds the four guesses, each expiring
+    // 15 s after its decision at 2 m + 0, 10, 20, 30 ms.
+    let mut entries: Vec<_> = w.snapshot().ledger().iter().cloned().collect();
+    entries.sort_by_key(|e| e.placed_at);
+    let t0 = 120_000;
+    let seen: Vec<_> = entries.iter().map(|e| (e.node.as_str(), e.placed_at, e.source)).collect();
+    let guess = |node, at: i64| {
+        let expires_at = instant(t0 + at + 15_000);
+        (node, instant(t0 + at), LedgerSource::Provisional { expires_at })
+    };
+    assert_eq!(seen, [guess("b", 0), guess("a", 10), guess("a", 20), guess("a", 30)]);
+    assert!(entries.iter().all(|e| e.usage.cpu_millis == 1360));
+    // filter's Evaluate answered each prioritize: four hits, no Score call
+    assert_eq!(w.cache_counts(), crate::strategy::CacheCounts { hits: 4, misses: 0 });
+}
+
+#[test]
+fn the_watch_confirms_a_guess_and_an_unconfirmed_one_expires_at_its_ttl() {
+    use waterline_core::LedgerSource;
+    // Watched at 2 m + 0.1 s + 5 s (binds 100 ms after each decision): every guess was
+    // kube-scheduler's choice (above), so the watch confirms all four, keeping the guess's
+    // time (the decision, before the bind).
+    let (summary, w) = guess_run("2m6s", "5s", Default::default());
+    let g = summary.provisional_guesses.unwrap();
+    assert_eq!((g.made, g.confirmed, g.moved, g.expired), (4, 4, 0, 0));
+    let mut watched: Vec<_> =
+        w.snapshot().ledger().iter().map(|e| (e.source, e.placed_at)).collect();
+    watched.sort_by_key(|w| w.1);
+    let at = |ms: i64| (LedgerSource::Watch, instant(120_000 + ms));
+    assert_eq!(watched, [at(0), at(10), at(20), at(30)]);
+    // A 20 s watch lag outlasts the 15 s TTL: the guesses of 2 m + 0..30 ms expire at
+    // 2 m 15 s + 0..30 ms and leave on the collector's next one-second tick, 2 m 16 s; the
+    // watch at 2 m 20.1 s finds no guess to confirm and places the pods itself.
+    // (The simulator applies a tick's expiries before the next question or watch delivery
+    // reaches the ledger, which is all that can observe them.)
+    let (summary, w) = guess_run("2m21s", "20s", Default::default());
+    let g = summary.provisional_guesses.unwrap();
+    assert_eq!((g.made, g.confirmed, g.moved, g.expired), (4, 0, 0, 4));
+    assert!(w.snapshot().ledger().iter().all(|e| e.source == LedgerSource::Watch));
+    assert_eq!(w.snapshot().ledger().len(), 4);
 }

@@ -98,6 +98,10 @@ impl Strategy for Profiled {
     fn on_deleted(&mut self, now: UnixMillis, pod: &SimPod, node: &str) {
         self.inner.on_deleted(now, pod, node)
     }
+
+    fn guesses(&self) -> Option<super::Guesses> {
+        self.inner.guesses()
+    }
 }
 
 #[cfg(test)]

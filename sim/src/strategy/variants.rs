@@ -12,7 +12,7 @@ use waterline_peers::profile::Profile;
 use waterline_core::UnixMillis;
 
 use super::{
-    Cycle, Koordinator, Koordlet, MetricKind, MetricNeed, NodeView, Path, Profiled,
+    Cycle, ExtenderFlags, Koordinator, Koordlet, MetricKind, MetricNeed, NodeView, Path, Profiled,
     SchedulerProfile, Strategy, StrategyError, Waterline, waterline_profile,
 };
 use crate::model::SimPod;
@@ -25,6 +25,12 @@ pub const VARIANTS: &[(&str, &str)] = &[
     ("koordinator-no-estimate", "estimated scaling factors 0: no estimate of placed pods"),
     ("koordinator-no-filter", "usage thresholds 0: score only"),
     ("koordinator-no-score", "resource weights 0: filter only"),
+    (
+        "waterline-no-provisional",
+        "waterline with its extender adapter started with --provisional-reserve=false: on the \
+         extender path the burst is decided on the ledger the pod watch fills (the same as \
+         waterline on the plugin path)",
+    ),
     (
         "waterline-deletion-credit",
         "the prototype of a deletion credit: an absorbed pod's estimate taken off the metrics \
@@ -111,6 +117,13 @@ pub fn by_name(name: &str) -> Option<Result<Box<dyn Strategy>, StrategyError>> {
         "waterline-alone" => {
             match Waterline::new("waterline-alone", waterline_core::Policy::default()) {
                 Ok(w) => alone(name, Box::new(w)),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        "waterline-no-provisional" => {
+            let flags = ExtenderFlags { provisional_ttl: None, ..ExtenderFlags::default() };
+            match Waterline::with_extender_flags(name, waterline_core::Policy::default(), flags) {
+                Ok(w) => Box::new(Profiled::new(name, Box::new(w), waterline_profile())),
                 Err(e) => return Some(Err(e)),
             }
         }
