@@ -63,6 +63,34 @@ pub fn best_candidate(scores: &[i64]) -> Option<usize> {
     best.map(|(i, _)| i)
 }
 
+/// Makes `best` (the provisional guess) the one candidate at the top of `mapped` (0..10
+/// each, the guess's the highest since the mapping keeps the order): the others it ties
+/// with stay where they are and the guess goes one level up, or, at 10, they go one down.
+///
+/// Why: kube-scheduler adds `mapped × weight × 10` to its own plugins' scores and picks at
+/// random among equal totals, so a guess that merely tied at the top — two nodes 0..100
+/// apart by less than the mapping's step land on the same level — was the scheduler's
+/// choice only by chance; the simulator counted 60–90 % of guesses moved by the watch, each
+/// one a pod counted on the wrong node until the watch arrives, where a burst piles up. One
+/// level (50 points at the shipped weight 5) decides the tie for the guess, while a
+/// plugin that cares more (PodTopologySpread, up to 200) still overrides it.
+pub fn single_out(mapped: &mut [i64], best: usize) {
+    let Some(&top) = mapped.get(best) else { return };
+    let tied = mapped.iter().enumerate().any(|(i, &m)| i != best && m >= top);
+    if !tied {
+        return;
+    }
+    if top < MAX_EXTENDER_PRIORITY {
+        mapped[best] = top + 1;
+    } else {
+        for (i, m) in mapped.iter_mut().enumerate() {
+            if i != best && *m >= top {
+                *m = top - 1;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +122,28 @@ mod tests {
         assert_eq!(map_scores(ScoreMapping::Rescale, &[60, 60, 60]), [10, 10, 10]);
         assert_eq!(map_scores(ScoreMapping::Rescale, &[37]), [10]);
         assert!(map_scores(ScoreMapping::Rescale, &[]).is_empty());
+    }
+
+    #[test]
+    fn the_guess_is_singled_out_at_the_top() {
+        // 86 and 85 both round to 9: the guess (86) goes to 10, the other stays 9.
+        let mut mapped = map_scores(ScoreMapping::Round, &[85, 86, 40]);
+        assert_eq!(mapped, [9, 9, 4]);
+        single_out(&mut mapped, best_candidate(&[85, 86, 40]).unwrap());
+        assert_eq!(mapped, [9, 10, 4]);
+        // At 10 already (96 and 100): the others at 10 go down to 9.
+        let mut mapped = map_scores(ScoreMapping::Round, &[96, 100, 97, 30]);
+        single_out(&mut mapped, 1);
+        assert_eq!(mapped, [9, 10, 9, 3]);
+        // Exact ties: the first is the guess, and the only one at the top.
+        let mut mapped = vec![5, 5, 5];
+        single_out(&mut mapped, best_candidate(&[50, 50, 50]).unwrap());
+        assert_eq!(mapped, [6, 5, 5]);
+        // Alone at the top already, or out of range: unchanged.
+        let mut mapped = vec![3, 7];
+        single_out(&mut mapped, 1);
+        assert_eq!(mapped, [3, 7]);
+        single_out(&mut mapped, 9);
+        assert_eq!(mapped, [3, 7]);
     }
 }

@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use tokio::time::Instant;
-use waterline_core::extender_score::{best_candidate, map_scores};
+use waterline_core::extender_score::{best_candidate, map_scores, single_out};
 use waterline_runtime::policy::PolicyHandle;
 
 use crate::bind::Binder;
@@ -203,11 +203,13 @@ impl Extender {
         };
         Ok(match scores {
             Ok(scores) => {
+                let mut mapped = map_scores(self.policy.get().extender_score_mapping, &scores);
                 if let (Some(provisional), Some(at)) = (&self.provisional, best_candidate(&scores))
                 {
                     provisional.record(&self.scorer, c.pod.to_info(), c.names[at].clone());
+                    // The guess is worth making only if the scheduler follows it on a tie.
+                    single_out(&mut mapped, at);
                 }
-                let mapped = map_scores(self.policy.get().extender_score_mapping, &scores);
                 c.names
                     .into_iter()
                     .zip(mapped)

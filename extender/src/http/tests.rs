@@ -492,9 +492,10 @@ async fn prioritize_sends_one_provisional_reserve_for_the_best_node() {
     let ttl = Some(Duration::from_secs(15));
     let s = setup_full(fake, ScoreMapping::Round, Duration::from_secs(30), ttl).await;
     post(&s.router, "filter", names_body(POD, &["a", "b", "c"])).await;
-    // b and c tie at the top: the first in the request's order is the guess.
+    // b and c tie at the top: the first in the request's order is the guess, and the
+    // scheduler is told so: b one level above the 9 that c keeps (`single_out`).
     let (_, body) = post(&s.router, "prioritize", names_body(POD, &["a", "b", "c"])).await;
-    assert_eq!(body, r#"[{"Host":"a","Score":8},{"Host":"b","Score":9},{"Host":"c","Score":9}]"#);
+    assert_eq!(body, r#"[{"Host":"a","Score":8},{"Host":"b","Score":10},{"Host":"c","Score":9}]"#);
     assert_eq!(reserves_reach(&s, 1).await, [("u-1".to_owned(), "b".to_owned(), Some(15))]);
     // The next filter waits for it (here it is long done) and is still the pod's only
     // other call.

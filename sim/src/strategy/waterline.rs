@@ -41,7 +41,7 @@
 use std::collections::HashMap;
 
 use waterline_core::engine::{self, Ask, Candidates, Prepared};
-use waterline_core::extender_score::{best_candidate, map_scores};
+use waterline_core::extender_score::{best_candidate, map_scores, single_out};
 use waterline_core::placement::placement;
 use waterline_core::policy::Policy;
 use waterline_core::{Capacity, LedgerEntry, LedgerSource, Millis, Snapshot, UnixMillis};
@@ -326,19 +326,19 @@ impl Strategy for Waterline {
                 evaluation.scores.iter().map(|s| s.unwrap_or_default()).collect()
             }
         };
+        let mut mapped = map_scores(self.policy.extender_score_mapping, &scores);
         if let (Some(ttl), Some(at)) = (self.flags.provisional_ttl, best_candidate(&scores)) {
             let source = LedgerSource::Provisional { expires_at: cycle.now.plus(ttl) };
             let entry = self.entry(pod, nodes[at].name, cycle.now, source);
             if self.snapshot.apply_placement(entry).is_some() {
                 self.guesses.made += 1;
             }
+            // As the adapter does (`Extender::prioritize`): the guess alone at the top.
+            single_out(&mut mapped, at);
         }
         // kube-scheduler multiplies an extender's 0..10 by its weight and by 10; the
         // weight is the profile's (`Profiled`).
-        map_scores(self.policy.extender_score_mapping, &scores)
-            .into_iter()
-            .map(|s| s * 10)
-            .collect()
+        mapped.into_iter().map(|s| s * 10).collect()
     }
 
     fn guesses(&self) -> Option<Guesses> {
@@ -431,12 +431,14 @@ mod tests {
         };
         let cycle = Cycle { now: UnixMillis(1_000), path: Path::Extender };
         assert_eq!(w.filter(&cycle, &pod, &nodes), [None, None]);
-        // 50 → round(5.0) = 5 on the extender's 0..10, × 10 for kube-scheduler.
-        assert_eq!(w.score(&cycle, &pod, &nodes), [50, 50]);
+        // 50 → round(5.0) = 5 on the extender's 0..10, × 10 for kube-scheduler; the guess
+        // (a, the first of equals) singled out one level up: 6.
+        assert_eq!(w.score(&cycle, &pod, &nodes), [60, 50]);
         let guess = w.snapshot().ledger().get("ns/p").unwrap().clone();
         assert_eq!((guess.node.as_str(), guess.placed_at), ("a", UnixMillis(1_000)));
         assert_eq!(guess.source, LedgerSource::Provisional { expires_at: UnixMillis(16_000) });
-        // kube-scheduler broke the tie the other way: bound on b at 1.1 s, watched at 1.6 s.
+        // kube-scheduler chose b all the same (another plugin outweighed one level): bound
+        // on b at 1.1 s, watched at 1.6 s.
         w.on_bound(UnixMillis(1_600), &pod, "b", UnixMillis(1_100));
         let moved = w.snapshot().ledger().get("ns/p").unwrap();
         assert_eq!((moved.node.as_str(), moved.placed_at), ("b", UnixMillis(1_100)));
