@@ -6,7 +6,8 @@ mod resources;
 use std::collections::BTreeMap;
 
 pub use overrides::{
-    ANNOTATION_PREFIX, ESTIMATE_FACTOR, LOAD_FILTER, OverrideError, Overrides, waterline_annotations,
+    ANNOTATION_PREFIX, ESTIMATE_FACTOR, LOAD_FILTER, OverrideError, Overrides,
+    waterline_annotations,
 };
 pub use resources::{
     ContainerResources, EffectiveResources, InitContainerResources, PodSpecResources, ResourceList,

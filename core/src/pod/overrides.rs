@@ -51,10 +51,8 @@ impl Overrides {
             };
             match key.as_str() {
                 ESTIMATE_FACTOR => {
-                    let factor: f64 = value
-                        .trim()
-                        .parse()
-                        .map_err(|_| error("must be a number such as 1.5"))?;
+                    let factor: f64 =
+                        value.trim().parse().map_err(|_| error("must be a number such as 1.5"))?;
                     if !factor.is_finite() || factor <= 0.0 || factor > MAX_ESTIMATE_FACTOR {
                         return Err(error("must be a number > 0 and at most 100"));
                     }
