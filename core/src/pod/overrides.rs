@@ -24,7 +24,7 @@ pub struct Overrides {
     pub load_filter_off: bool,
 }
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 #[error("pod annotation {key}: {why} (got '{value}')")]
 pub struct OverrideError {
     pub key: String,
