@@ -224,6 +224,11 @@ impl Policies {
         })
     }
 
+    /// The name of policy `index` (empty for the default).
+    pub fn name(&self, index: usize) -> &str {
+        &self.entries[index].0
+    }
+
     /// The names of the named policies, in index order (index 1 on).
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.entries[1..].iter().map(|(n, _, _)| n.as_str())
