@@ -547,6 +547,6 @@ pub(super) fn priorities(
         }
         tiers.push(PriorityTier { min_priority: tier.min_priority, filter_above });
     }
-    tiers.sort_by(|a, b| b.min_priority.cmp(&a.min_priority));
+    tiers.sort_by_key(|t| std::cmp::Reverse(t.min_priority));
     Ok(tiers)
 }
