@@ -117,6 +117,7 @@ impl Grpc {
 
     pub async fn score(self, i: u64) -> Result<(), String> {
         let request = pb::ScoreRequest {
+            policy: String::new(),
             pod: Some(pod(&format!("score-{i}"), "")),
             node_names: self.names(i),
             explain: self.flags.explain,
@@ -134,6 +135,7 @@ impl Grpc {
     pub async fn filter(self, i: u64) -> Result<(), String> {
         let all_nodes = self.flags.all_nodes;
         let request = pb::FilterRequest {
+            policy: String::new(),
             pod: Some(pod(&format!("filter-{i}"), "")),
             node_names: if all_nodes { Vec::new() } else { self.names(i) },
             all_nodes,
@@ -154,6 +156,7 @@ impl Grpc {
     pub async fn evaluate(self, i: u64) -> Result<(), String> {
         let all_nodes = self.flags.all_nodes;
         let request = pb::EvaluateRequest {
+            policy: String::new(),
             pod: Some(pod(&format!("evaluate-{i}"), "")),
             node_names: if all_nodes { Vec::new() } else { self.names(i) },
             all_nodes,
@@ -408,6 +411,7 @@ impl Session {
             .await?;
         }
         self.send(In::Evaluate(pb::SessionEvaluate {
+            policy: String::new(),
             request_id: i,
             pod: Some(pod(&format!("session-{i}"), "")),
             node_table_generation: self.generation,

@@ -54,7 +54,7 @@ pub fn verdicts(view: &ScorerView) -> Vec<Verdict> {
                 node: node.clone(),
                 feasible: !view.rejected.contains_key(node),
                 reason: view.rejected.get(node).cloned(),
-                score: score.map(|s| s.score),
+                score: score.map(|s| i64::from(s.score)),
                 rank: None,
                 known_to_scorer: view.nodes.contains(node),
                 terms: score.map(|s| s.terms.iter().map(Term::from).collect()).unwrap_or_default(),
@@ -151,7 +151,7 @@ mod tests {
         };
         pb::NodeScore {
             node_name: node.into(),
-            score,
+            score: score as i32,
             terms: vec![term("cpu_usage_avg_5m", false), term("mem_usage_avg_5m", true)],
         }
     }

@@ -34,7 +34,8 @@ pub async fn scorer_view(
     extra: &[String],
 ) -> Result<ScorerView> {
     let evaluate =
-        pb::EvaluateRequest { pod: Some(pod.clone()), node_names: vec![], all_nodes: true };
+        // The scorer's default policy (a --policy flag for named ones is not there yet).
+        pb::EvaluateRequest { pod: Some(pod.clone()), all_nodes: true, ..Default::default() };
     let evaluated = clients
         .scorer()
         .evaluate(clients.request(evaluate))
@@ -54,6 +55,7 @@ pub async fn scorer_view(
             node_names: batch.to_vec(),
             explain: true,
             scores_only: false,
+            policy: String::new(),
         };
         let answer = clients
             .scorer()

@@ -138,7 +138,7 @@ pub fn rows(
                 .reduce(f64::max);
             NodeRow {
                 node: name.to_owned(),
-                score: score.map(|s| s.score),
+                score: score.map(|s| i64::from(s.score)),
                 rank: None,
                 rejected: view.rejected.get(name).cloned(),
                 cpu: pick(&headline.cpu_metric),
@@ -293,7 +293,7 @@ mod tests {
     fn node_score(name: &str, score: i64, cpu: f64, mem: f64) -> pb::NodeScore {
         pb::NodeScore {
             node_name: name.into(),
-            score,
+            score: score as i32,
             terms: vec![
                 term("cpu_usage_avg_5m", cpu, 2.0, false),
                 term("mem_usage_avg_5m", mem, 0.0, false),

@@ -81,6 +81,7 @@ impl Cluster {
         let mut client = self.scorer.scorer_client().await?;
         let evaluated = client
             .evaluate(pb::EvaluateRequest {
+                policy: String::new(),
                 pod: Some(pod.clone()),
                 node_names: vec![],
                 all_nodes: true,
@@ -89,6 +90,7 @@ impl Cluster {
             .into_inner();
         let scored = client
             .score(pb::ScoreRequest {
+                policy: String::new(),
                 pod: Some(pod.clone()),
                 node_names: names.to_vec(),
                 explain: true,
@@ -138,7 +140,7 @@ async fn top_shows_every_node_as_the_scorer_scores_it() -> Result<()> {
     for row in rows {
         let node = row["node"].as_str().unwrap_or_default();
         let own = &scores[node];
-        assert_eq!(row["score"].as_i64(), Some(own.score), "{node}");
+        assert_eq!(row["score"].as_i64(), Some(i64::from(own.score)), "{node}");
         assert_eq!(
             row["rejected"].as_str(),
             evaluated.rejected.get(node).map(String::as_str),
@@ -241,7 +243,7 @@ spec:
         let reason = evaluated.rejected.get(node);
         assert_eq!(verdict["feasible"].as_bool(), Some(reason.is_none()), "{node}");
         assert_eq!(verdict["reason"].as_str(), reason.map(String::as_str), "{node}");
-        assert_eq!(verdict["score"].as_i64(), Some(scores[node].score), "{node}");
+        assert_eq!(verdict["score"].as_i64(), Some(i64::from(scores[node].score)), "{node}");
         let terms = verdict["terms"].as_array().context("terms")?;
         let own: Vec<&str> = scores[node].terms.iter().map(|t| t.metric.as_str()).collect();
         let shown: Vec<&str> =

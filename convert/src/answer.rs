@@ -61,12 +61,10 @@ pub fn score_response(
         return pb::ScoreResponse {
             scores: Vec::new(),
             snapshot_age,
-            // Scores are 0..100 (the curves' range); saturating rather than wrapping keeps
-            // even a broken curve's answer ordered.
             ordered_scores: evaluation
                 .scores
                 .iter()
-                .map(|s| s.unwrap_or_default().clamp(i32::MIN.into(), i32::MAX.into()) as i32)
+                .map(|s| wire_score(s.unwrap_or_default()))
                 .collect(),
         };
     }
@@ -77,7 +75,7 @@ pub fn score_response(
             .enumerate()
             .map(|(i, (node_name, score))| pb::NodeScore {
                 node_name,
-                score: score.unwrap_or_default(),
+                score: wire_score(score.unwrap_or_default()),
                 terms: evaluation
                     .terms
                     .get(i)
@@ -87,4 +85,10 @@ pub fn score_response(
         snapshot_age,
         ordered_scores: Vec::new(),
     }
+}
+
+/// A score as the wire carries it (int32). Scores are 0..100 (the curves' range);
+/// saturating rather than wrapping keeps even a broken curve's answer ordered.
+pub fn wire_score(score: i64) -> i32 {
+    score.clamp(i32::MIN.into(), i32::MAX.into()) as i32
 }

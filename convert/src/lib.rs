@@ -17,7 +17,7 @@ mod pod;
 mod shadow;
 mod time;
 
-pub use answer::{filter_response, score_response};
+pub use answer::{filter_response, score_response, wire_score};
 pub use delta::{Dropped, delta_from_proto};
 pub use ledger::{listed_entry, provisional_ttl};
 pub use pod::{check_node_names, required_pod};
@@ -50,6 +50,8 @@ pub enum ConvertError {
     BlankNodeName(usize),
     #[error("ledger entry without pod_uid or node_name")]
     IncompleteEntry,
+    #[error(transparent)]
+    Override(#[from] waterline_core::pod::OverrideError),
     #[error(transparent)]
     Placement(#[from] waterline_core::placement::PlacementError),
 }

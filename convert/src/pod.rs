@@ -2,13 +2,15 @@
 
 use waterline_api::v1 as pb;
 use waterline_core::Pod;
+use waterline_core::pod::Overrides;
 
 use crate::{ConvertError, FromProto};
 
 impl FromProto for Pod {
     type Proto = pb::PodInfo;
 
-    /// Negative quantities are errors naming the field.
+    /// Negative quantities are errors naming the field, as are bad values of the
+    /// `waterline.io/` annotations (naming the annotation); other annotations are ignored.
     fn from_proto(pod: &pb::PodInfo) -> Result<Pod, ConvertError> {
         let quantities = [
             ("pod.cpu_request_millis", pod.cpu_request_millis),
@@ -19,6 +21,7 @@ impl FromProto for Pod {
         if let Some(&(field, value)) = quantities.iter().find(|(_, v)| *v < 0) {
             return Err(ConvertError::Negative { field, value });
         }
+        let overrides = Overrides::from_annotations(&pod.annotations)?;
         Ok(Pod {
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
@@ -29,6 +32,9 @@ impl FromProto for Pod {
             memory_request_bytes: pod.memory_request_bytes,
             memory_limit_bytes: pod.memory_limit_bytes,
             owner_kind: pod.owner_kind.clone(),
+            owner_name: pod.owner_name.clone(),
+            priority: pod.priority,
+            overrides,
         })
     }
 }
@@ -64,6 +70,33 @@ mod tests {
             "pod.memory_limit_bytes must not be negative (got -5)"
         );
         assert_eq!(required_pod(None).unwrap_err().to_string(), "pod is required");
+    }
+
+    #[test]
+    fn owner_priority_and_overrides_cross_into_the_domain() {
+        let pod = pb::PodInfo {
+            owner_kind: "ReplicaSet".into(),
+            owner_name: "web-5d8f".into(),
+            priority: 9000,
+            annotations: [
+                ("waterline.io/estimate-factor".to_string(), "1.5".to_string()),
+                ("waterline.io/load-filter".to_string(), "off".to_string()),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        let domain = Pod::from_proto(&pod).unwrap();
+        assert_eq!((domain.owner_name.as_str(), domain.priority), ("web-5d8f", 9000));
+        assert_eq!(
+            domain.overrides,
+            Overrides { estimate_factor: Some(1.5), load_filter_off: true }
+        );
+        let bad = pb::PodInfo {
+            annotations: [("waterline.io/estimate-factor".to_string(), "x".to_string())].into(),
+            ..Default::default()
+        };
+        let err = Pod::from_proto(&bad).unwrap_err().to_string();
+        assert!(err.starts_with("pod annotation waterline.io/estimate-factor:"), "{err}");
     }
 
     #[test]

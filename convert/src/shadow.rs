@@ -4,6 +4,7 @@ use waterline_api::v1 as pb;
 use waterline_core::shadow::{Decision, Level};
 
 use crate::ToProto;
+use crate::answer::wire_score;
 use crate::time::timestamp;
 
 fn count(n: usize) -> u32 {
@@ -33,14 +34,14 @@ impl ToProto for Decision {
             pod_uid: self.uid.clone(),
             scheduler_name: self.scheduler.clone(),
             chosen_node: self.chosen_node.clone(),
-            chosen_score: self.chosen_score,
+            chosen_score: wire_score(self.chosen_score),
             rejected_reason: self.rejection.clone().unwrap_or_default(),
             rejected_by: self.rejected_by.clone(),
             chosen_fits_requests: self.chosen_fits,
             chosen_known: self.chosen_known,
             best_node,
-            best_score,
-            regret: self.regret,
+            best_score: wire_score(best_score),
+            regret: wire_score(self.regret),
             chosen_levels: self.levels.iter().map(ToProto::to_proto).collect(),
             candidate_nodes: count(self.candidates),
             fitting_nodes: count(self.fitting),

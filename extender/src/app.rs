@@ -21,7 +21,7 @@ use crate::verbs::Extender;
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     logging::init(args.common.log_format);
-    let policy = waterline_runtime::policy::load_or_default(args.policy.as_deref())?;
+    let policies = waterline_runtime::policy::Policies::load(&args.policy)?;
 
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
@@ -41,7 +41,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )?;
     let admin = Admin::new(registry).with_tls(https::admin_config(&args.common, &tls));
 
-    waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
+    policies.spawn_reload(reload_metrics);
 
     let binder = if args.enable_bind {
         Some(Binder::from_environment().await.context("--enable-bind: Kubernetes client")?)
@@ -54,7 +54,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         scorer: ScorerClient::new(channel, args.scorer_timeout, &metrics),
         scheduler_names: args.scheduler_names.iter().map(|s| s.trim().to_owned()).collect(),
         max_nodes: args.max_nodes,
-        policy,
+        policies,
         metrics,
         binder,
         cache: ScoreCache::new(args.score_cache_ttl, args.score_cache_size),
@@ -73,6 +73,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         prefix = %normalize_prefix(&args.prefix),
         scorer = %args.scorer_url,
         scheduler_names = ?args.scheduler_names,
+        policies = ?extender.policies.names().collect::<Vec<_>>(),
         "extender listening"
     );
     // Ready once listening: a scorer that is down is answered neutrally, not waited for.

@@ -5,6 +5,7 @@ use std::time::Duration;
 use clap::Parser;
 use waterline_core::time::parse_std_duration;
 use waterline_runtime::args::{CommonArgs, parse_addr};
+use waterline_runtime::policy::{PolicyArg, parse_policy_arg};
 
 /// kube-scheduler HTTP extender backed by the waterline scorer.
 ///
@@ -67,8 +68,11 @@ pub struct Args {
     pub max_body: usize,
 
     /// Policy file (YAML); only `extender.scoreMapping` is read. Reloaded on change.
-    #[arg(long, env = "WATERLINE_POLICY")]
-    pub policy: Option<PathBuf>,
+    /// `NAME=PATH` (repeatable) adds the verbs under `<prefix>/NAME/` answered with the
+    /// scorer's policy of that name (which the scorer must serve: `--policy NAME=PATH`
+    /// there too), one URL prefix per scheduler profile (docs/operations.md#policies-per-profile).
+    #[arg(long, env = "WATERLINE_POLICY", value_parser = parse_policy_arg)]
+    pub policy: Vec<PolicyArg>,
 
     /// Most candidate nodes accepted in one request (413 above it).
     #[arg(long, default_value_t = 10_000, env = "WATERLINE_MAX_NODES")]

@@ -113,25 +113,38 @@ pub fn normalize_prefix(prefix: &str) -> String {
     if trimmed.is_empty() { String::new() } else { format!("/{trimmed}") }
 }
 
-/// What the routes share: the verbs and the body limit.
+/// What the routes of one policy share: the verbs, the policy's index in
+/// `Extender::policies` and the body limit.
 struct Routes {
     extender: Arc<Extender>,
+    policy: usize,
     max_body: usize,
 }
 
-/// The extender's routes under `prefix`, reading at most `max_body` bytes per request;
-/// anything else is a 404 in the wire's error shape.
+/// The extender's routes: the verbs under `prefix` for the default policy and under
+/// `prefix/<name>` for each named one (`/waterline/v1/batch/filter`), reading at most
+/// `max_body` bytes per request; anything else is a 404 in the wire's error shape.
 pub fn router(extender: Arc<Extender>, prefix: &str, max_body: usize) -> Router {
     let prefix = normalize_prefix(prefix);
-    Router::new()
-        .route(&format!("{prefix}/filter"), post(filter))
-        .route(&format!("{prefix}/prioritize"), post(prioritize))
-        .route(&format!("{prefix}/preempt"), post(preempt))
-        .route(&format!("{prefix}/bind"), post(bind))
-        .fallback(|| async {
-            HttpError { status: StatusCode::NOT_FOUND, message: "no such extender verb".into() }
-        })
-        .with_state(Arc::new(Routes { extender, max_body }))
+    let mut app = Router::new();
+    for policy in 0..extender.policies.len() {
+        let at = match extender.policies.name(policy) {
+            "" => prefix.clone(),
+            name => format!("{prefix}/{name}"),
+        };
+        let routes = Routes { extender: extender.clone(), policy, max_body };
+        app = app.merge(
+            Router::new()
+                .route(&format!("{at}/filter"), post(filter))
+                .route(&format!("{at}/prioritize"), post(prioritize))
+                .route(&format!("{at}/preempt"), post(preempt))
+                .route(&format!("{at}/bind"), post(bind))
+                .with_state(Arc::new(routes)),
+        );
+    }
+    app.fallback(|| async {
+        HttpError { status: StatusCode::NOT_FOUND, message: "no such extender verb".into() }
+    })
 }
 
 /// Times the call, reads the body and hands it to `f`.
@@ -169,17 +182,19 @@ fn ok(body: &impl Serialize) -> Response {
 }
 
 async fn filter(State(routes): State<Arc<Routes>>, request: Request) -> Response {
+    let policy = routes.policy;
     serve(&routes, "filter", request, |ext, bytes| async move {
         let args: ExtenderArgs = decode(&bytes)?;
-        Ok(ok(&ext.filter(args).await?))
+        Ok(ok(&ext.filter(policy, args).await?))
     })
     .await
 }
 
 async fn prioritize(State(routes): State<Arc<Routes>>, request: Request) -> Response {
+    let policy = routes.policy;
     serve(&routes, "prioritize", request, |ext, bytes| async move {
         let args: ExtenderArgs = decode(&bytes)?;
-        Ok(ok(&ext.prioritize(args).await?))
+        Ok(ok(&ext.prioritize(policy, args).await?))
     })
     .await
 }

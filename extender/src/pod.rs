@@ -10,8 +10,8 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 use waterline_api::v1 as pb;
 use waterline_core::pod::{
-    ContainerResources, EffectiveResources, InitContainerResources, PodSpecResources, ResourceList,
-    effective_resources,
+    ANNOTATION_PREFIX, ContainerResources, EffectiveResources, InitContainerResources,
+    PodSpecResources, ResourceList, effective_resources,
 };
 use waterline_core::quantity::{QuantityError, parse_bytes, parse_cpu_millis};
 
@@ -22,6 +22,43 @@ where
     T: Deserialize<'de> + Default,
 {
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// `metadata.annotations` keeping only the `waterline.io/` keys, the only ones `PodInfo`
+/// carries: the others (a `last-applied-configuration` can be the size of the pod) are
+/// skipped without being copied.
+fn waterline_annotations<'de, D>(deserializer: D) -> Result<HashMap<String, String>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    struct Kept;
+    impl<'de> Visitor<'de> for Kept {
+        type Value = HashMap<String, String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of annotations")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(HashMap::new())
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(HashMap::new())
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_map(Kept)
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut kept = HashMap::new();
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key.starts_with(ANNOTATION_PREFIX) {
+                    kept.insert(key.into_owned(), map.next_value::<String>()?);
+                } else {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+            Ok(kept)
+        }
+    }
+    deserializer.deserialize_option(Kept)
 }
 
 /// A `resource.Quantity`: a string (`"500m"`, `"2Gi"`), or a bare number, which Go's
@@ -133,6 +170,8 @@ pub struct OwnerReference {
     #[serde(deserialize_with = "nullable")]
     pub kind: String,
     #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(deserialize_with = "nullable")]
     pub controller: bool,
 }
 
@@ -147,6 +186,9 @@ pub struct ObjectMeta {
     pub uid: String,
     #[serde(deserialize_with = "nullable")]
     pub labels: HashMap<String, String>,
+    /// Only the `waterline.io/` keys.
+    #[serde(deserialize_with = "waterline_annotations")]
+    pub annotations: HashMap<String, String>,
     #[serde(deserialize_with = "nullable")]
     pub owner_references: Vec<OwnerReference>,
 }
@@ -158,6 +200,9 @@ pub struct PodSpec {
     pub scheduler_name: String,
     #[serde(deserialize_with = "nullable")]
     pub priority_class_name: String,
+    /// Resolved by admission from the priority class; absent: 0.
+    #[serde(deserialize_with = "nullable")]
+    pub priority: i32,
     #[serde(deserialize_with = "nullable")]
     pub containers: Vec<Container>,
     #[serde(deserialize_with = "nullable")]
@@ -190,14 +235,18 @@ impl Pod {
         }
     }
 
+    fn controller(&self) -> Option<&OwnerReference> {
+        self.metadata.owner_references.iter().find(|o| o.controller)
+    }
+
     /// Kind of the controlling owner reference, if any.
     pub fn owner_kind(&self) -> &str {
-        self.metadata
-            .owner_references
-            .iter()
-            .find(|o| o.controller)
-            .map(|o| o.kind.as_str())
-            .unwrap_or("")
+        self.controller().map_or("", |o| o.kind.as_str())
+    }
+
+    /// Name of the controlling owner reference, if any.
+    pub fn owner_name(&self) -> &str {
+        self.controller().map_or("", |o| o.name.as_str())
     }
 
     /// What of the spec decides the pod's resources, in core's terms.
@@ -237,6 +286,9 @@ impl Pod {
             priority_class: self.spec.priority_class_name.clone(),
             owner_kind: self.owner_kind().to_owned(),
             scheduler_name: self.scheduler_name().to_owned(),
+            owner_name: self.owner_name().to_owned(),
+            annotations: self.metadata.annotations.clone(),
+            priority: self.spec.priority,
         }
     }
 }

@@ -106,6 +106,7 @@ impl ScorerClient {
     /// The scorer's `rejected` map (node → reason) for these candidates.
     pub async fn filter(
         &self,
+        policy: &str,
         pod: pb::PodInfo,
         names: &[String],
     ) -> Result<HashMap<String, String>, ScorerFailure> {
@@ -113,6 +114,7 @@ impl ScorerClient {
             pod: Some(pod),
             node_names: names.to_vec(),
             all_nodes: false,
+            policy: policy.to_owned(),
         });
         let mut client = self.client.clone();
         let response = self.call("Filter", client.filter(request)).await?;
@@ -123,18 +125,20 @@ impl ScorerClient {
     /// (UNIMPLEMENTED) gets a Filter instead, and only Filters for [`EVALUATE_RETRY`].
     pub async fn evaluate(
         &self,
+        policy: &str,
         pod: pb::PodInfo,
         names: &[String],
     ) -> Result<Evaluated, ScorerFailure> {
         let off_until = *self.evaluate_off_until.lock().unwrap_or_else(|p| p.into_inner());
         if off_until.is_some_and(|until| Instant::now() < until) {
-            let rejected = self.filter(pod, names).await?;
+            let rejected = self.filter(policy, pod, names).await?;
             return Ok(Evaluated { rejected, scores: None });
         }
         let request = self.request(pb::EvaluateRequest {
             pod: Some(pod.clone()),
             node_names: names.to_vec(),
             all_nodes: false,
+            policy: policy.to_owned(),
         });
         let mut client = self.client.clone();
         let response = match self.call("Evaluate", client.evaluate(request)).await {
@@ -142,7 +146,7 @@ impl ScorerClient {
                 tracing::info!("the scorer has no Evaluate (older version); using Filter");
                 *self.evaluate_off_until.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some(Instant::now() + EVALUATE_RETRY);
-                let rejected = self.filter(pod, names).await?;
+                let rejected = self.filter(policy, pod, names).await?;
                 return Ok(Evaluated { rejected, scores: None });
             }
             other => other?,
@@ -166,6 +170,7 @@ impl ScorerClient {
     /// Scores 0..100 in the order of `names`.
     pub async fn scores(
         &self,
+        policy: &str,
         pod: pb::PodInfo,
         names: &[String],
     ) -> Result<Vec<i64>, ScorerFailure> {
@@ -174,6 +179,7 @@ impl ScorerClient {
             node_names: names.to_vec(),
             explain: false,
             scores_only: true,
+            policy: policy.to_owned(),
         });
         let mut client = self.client.clone();
         let response = self.call("Score", client.score(request)).await?;
@@ -184,10 +190,10 @@ impl ScorerClient {
         let in_order = response.scores.len() == names.len()
             && response.scores.iter().zip(names).all(|(s, n)| &s.node_name == n);
         if in_order {
-            return Ok(response.scores.iter().map(|s| s.score).collect());
+            return Ok(response.scores.iter().map(|s| i64::from(s.score)).collect());
         }
         let by_name: HashMap<&str, i64> =
-            response.scores.iter().map(|s| (s.node_name.as_str(), s.score)).collect();
+            response.scores.iter().map(|s| (s.node_name.as_str(), i64::from(s.score))).collect();
         names
             .iter()
             .map(|n| {

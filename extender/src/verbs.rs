@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use tokio::time::Instant;
 use waterline_core::extender_score::{best_candidate, map_scores, single_out};
-use waterline_runtime::policy::PolicyHandle;
+use waterline_runtime::policy::Policies;
 
 use crate::bind::Binder;
 use crate::cache::ScoreCache;
@@ -43,7 +43,10 @@ pub struct Extender {
     pub scorer: ScorerClient,
     pub scheduler_names: HashSet<String>,
     pub max_nodes: usize,
-    pub policy: PolicyHandle,
+    /// The default policy (index 0, the verbs under the prefix) and the named ones (the
+    /// verbs under `<prefix>/<name>/`): each route's score mapping, and the name the scorer
+    /// is asked to answer with.
+    pub policies: Policies,
     pub metrics: Metrics,
     pub binder: Option<Binder>,
     /// Filter's scores for prioritize, by pod uid.
@@ -112,7 +115,12 @@ impl Extender {
         Ok(Candidates { pod, names, by_name, nodes: args.nodes })
     }
 
-    pub async fn filter<'a>(&self, args: ExtenderArgs<'a>) -> Result<FilterResult<'a>, BadRequest> {
+    /// Filter with policy `policy` (an index of `policies`).
+    pub async fn filter<'a>(
+        &self,
+        policy: usize,
+        args: ExtenderArgs<'a>,
+    ) -> Result<FilterResult<'a>, BadRequest> {
         let c = self.candidates(args)?;
         let rejected = if c.names.is_empty() || self.gated_out(&c.pod, "filter") {
             HashMap::new()
@@ -121,7 +129,8 @@ impl Extender {
                 // The previous pod's guess must be in the ledger this pod is judged on.
                 provisional.settled(self.scorer.timeout() / 2).await;
             }
-            match self.scorer.evaluate(c.pod.to_info(), &c.names).await {
+            let name = self.policies.name(policy);
+            match self.scorer.evaluate(name, c.pod.to_info(), &c.names).await {
                 Ok(Evaluated { rejected, scores }) => {
                     if let Some(scores) = scores {
                         self.cache.insert(&c.pod.metadata.uid, scores, Instant::now());
@@ -183,8 +192,10 @@ impl Extender {
         })
     }
 
+    /// Prioritize with policy `policy` (an index of `policies`).
     pub async fn prioritize(
         &self,
+        policy: usize,
         args: ExtenderArgs<'_>,
     ) -> Result<Vec<HostPriority>, BadRequest> {
         let c = self.candidates(args)?;
@@ -199,11 +210,14 @@ impl Extender {
         self.metrics.score_cache.get_or_create(&labels).inc();
         let scores = match cached {
             Ok(scores) => Ok(scores),
-            Err(_) => self.scorer.scores(c.pod.to_info(), &c.names).await,
+            Err(_) => {
+                self.scorer.scores(self.policies.name(policy), c.pod.to_info(), &c.names).await
+            }
         };
         Ok(match scores {
             Ok(scores) => {
-                let mut mapped = map_scores(self.policy.get().extender_score_mapping, &scores);
+                let mapping = self.policies.get(policy).extender_score_mapping;
+                let mut mapped = map_scores(mapping, &scores);
                 if let (Some(provisional), Some(at)) = (&self.provisional, best_candidate(&scores))
                 {
                     provisional.record(&self.scorer, c.pod.to_info(), c.names[at].clone());

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,12 @@ type Args struct {
 	// long-lived bidirectional streams well (a proxy or load balancer that buffers, times out
 	// or cuts them), and for measuring the pre-Session path against the stream.
 	Session *bool `json:"session,omitempty"`
+	// Policy names the scorer's policy this profile is answered with (the scorer's
+	// `--policy NAME=PATH`); empty: the scorer's default policy. kube-scheduler gives every
+	// profile its own plugin args, so a `batch` profile and a `web` profile can ask for
+	// different policies of one scorer (docs/operations.md#policies-per-profile). A name the
+	// scorer does not serve fails every call (INVALID_ARGUMENT), which failOpen then lets pass.
+	Policy string `json:"policy,omitempty"`
 }
 
 // TLSArgs configures the client side of a TLS connection to the scorer.
@@ -54,12 +61,16 @@ type TLSArgs struct {
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 }
 
+// policyName is the scorer's rule for a policy name (runtime/src/policy.rs check_policy_name).
+var policyName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
 // config is Args with the defaults applied and the values checked.
 type config struct {
 	endpoint string
 	timeout  time.Duration
 	failOpen bool
 	session  bool
+	policy   string
 	tls      *TLSArgs
 }
 
@@ -74,6 +85,7 @@ func decodeArgs(obj runtime.Object) (config, error) {
 		timeout:  DefaultTimeout,
 		failOpen: true,
 		session:  true,
+		policy:   args.Policy,
 		tls:      args.TLS,
 	}
 	if args.Timeout != nil {
@@ -97,6 +109,9 @@ func (c config) validate() error {
 	}
 	if c.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("timeout must be positive, got %v", c.timeout))
+	}
+	if c.policy != "" && !policyName.MatchString(c.policy) {
+		errs = append(errs, fmt.Errorf("policy %q must be lowercase letters, digits and '-', start with a letter and have at most 63 characters (as the scorer's --policy NAME=PATH)", c.policy))
 	}
 	if c.tls != nil && (c.tls.CertFile == "") != (c.tls.KeyFile == "") {
 		errs = append(errs, errors.New("tls.certFile and tls.keyFile must be set together"))

@@ -78,6 +78,8 @@ type sessionMsg struct {
 	pod  *waterlinev1.PodInfo
 	// generation is the node table generation the client said it holds (Evaluate).
 	generation uint64
+	// policy is the scorer policy the Evaluate asked for.
+	policy string
 }
 
 func (m sessionMsg) String() string {
@@ -135,7 +137,7 @@ func (f *fakeScorer) Session(srv grpc.BidiStreamingServer[waterlinev1.SessionReq
 			maxSeq = max(maxSeq, msg.id)
 		case *waterlinev1.SessionRequest_Evaluate:
 			e := m.Evaluate
-			msg.kind, msg.id, msg.pod, msg.generation = "evaluate", e.GetRequestId(), e.GetPod(), e.GetNodeTableGeneration()
+			msg.kind, msg.id, msg.pod, msg.generation, msg.policy = "evaluate", e.GetRequestId(), e.GetPod(), e.GetNodeTableGeneration(), e.GetPolicy()
 		default:
 			return status.Error(codes.InvalidArgument, "empty session message")
 		}
@@ -302,7 +304,7 @@ func (f *fakeScorer) Score(ctx context.Context, req *waterlinev1.ScoreRequest) (
 		if req.GetScoresOnly() && !f.namesOnly {
 			resp.OrderedScores = append(resp.OrderedScores, int32(s))
 		} else {
-			resp.Scores = append(resp.Scores, &waterlinev1.NodeScore{NodeName: n, Score: s})
+			resp.Scores = append(resp.Scores, &waterlinev1.NodeScore{NodeName: n, Score: int32(s)})
 		}
 	}
 	return resp, nil

@@ -1,6 +1,8 @@
 package waterline
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,9 +37,28 @@ func toPodInfo(pod *v1.Pod) *waterlinev1.PodInfo {
 	}
 	if owner := metav1.GetControllerOf(pod); owner != nil {
 		info.OwnerKind = owner.Kind
+		info.OwnerName = owner.Name
+	}
+	if pod.Spec.Priority != nil {
+		info.Priority = *pod.Spec.Priority
+	}
+	for key, value := range pod.Annotations {
+		// Only the per-workload overrides cross the wire (PodInfo.annotations).
+		if strings.HasPrefix(key, annotationPrefix) {
+			if info.Annotations == nil {
+				info.Annotations = map[string]string{}
+			}
+			info.Annotations[key] = value
+		}
 	}
 	return info
 }
+
+// annotationPrefix marks the annotations PodInfo carries (core/src/pod/overrides.rs).
+const annotationPrefix = "waterline.io/"
+
+// loadFilterAnnotation "off" opts a pod out of load filtering, as a DaemonSet pod is.
+const loadFilterAnnotation = "waterline.io/load-filter"
 
 // podLimits is the pod's cpu (milli-cores) and memory (bytes) limit, 0 = unbounded. Only
 // the containers that keep running count (app containers and sidecars), summed; a resource
@@ -88,10 +109,14 @@ func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
-// isDaemonSetPod reports whether the pod's controller is a DaemonSet. Such pods must land
-// on their node whatever its load (they are the node's own agents), so the plugin never
-// filters them.
-func isDaemonSetPod(pod *v1.Pod) bool {
+// bypassesLoadFilters reports whether the pod passes every load filter, as the scorer's
+// Pod::bypasses_load_filters decides: a DaemonSet pod (it must land on its node whatever
+// the load: it is the node's own agent), or one annotated waterline.io/load-filter: "off".
+// The plugin then never filters it.
+func bypassesLoadFilters(pod *v1.Pod) bool {
+	if strings.TrimSpace(pod.Annotations[loadFilterAnnotation]) == "off" {
+		return true
+	}
 	owner := metav1.GetControllerOf(pod)
 	return owner != nil && owner.Kind == "DaemonSet"
 }

@@ -2,6 +2,7 @@ package waterline
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"testing"
 
@@ -153,8 +154,12 @@ func TestToPodInfoIdentity(t *testing.T) {
 	if len(info.GetLabels()) != 2 || info.GetLabels()["tier"] != "front" {
 		t.Errorf("labels = %v", info.GetLabels())
 	}
-	if isDaemonSetPod(pod) {
+	if bypassesLoadFilters(pod) {
 		t.Error("a ReplicaSet pod was taken for a DaemonSet pod")
+	}
+	pod.Annotations = map[string]string{"waterline.io/load-filter": "off"}
+	if !bypassesLoadFilters(pod) {
+		t.Error(`a pod annotated waterline.io/load-filter: "off" was filtered`)
 	}
 }
 
@@ -166,6 +171,10 @@ type fixtureCase struct {
 	Requests  amounts         `json:"requests"`
 	Limits    amounts         `json:"limits"`
 	OwnerKind *string         `json:"ownerKind"`
+	OwnerName *string         `json:"ownerName"`
+	Priority  *int32          `json:"priority"`
+	// Annotations are the waterline.io/ annotations a reader keeps.
+	Annotations map[string]string `json:"annotations"`
 }
 
 type amounts struct {
@@ -214,6 +223,15 @@ func runFixtureTable(t *testing.T, path string, atLeast int) {
 			}
 			if tc.OwnerKind != nil && info.GetOwnerKind() != *tc.OwnerKind {
 				t.Errorf("owner kind = %q, want %q", info.GetOwnerKind(), *tc.OwnerKind)
+			}
+			if tc.OwnerName != nil && info.GetOwnerName() != *tc.OwnerName {
+				t.Errorf("owner name = %q, want %q", info.GetOwnerName(), *tc.OwnerName)
+			}
+			if tc.Priority != nil && info.GetPriority() != *tc.Priority {
+				t.Errorf("priority = %d, want %d", info.GetPriority(), *tc.Priority)
+			}
+			if tc.Annotations != nil && !maps.Equal(info.GetAnnotations(), tc.Annotations) {
+				t.Errorf("annotations = %v, want %v", info.GetAnnotations(), tc.Annotations)
 			}
 		})
 	}

@@ -174,7 +174,7 @@ func (s *session) unsupportedLocked() bool {
 
 // evaluate asks the scorer about every node for one pod and waits for the answer until ctx
 // ends. errSessionUnsupported means: ask with the unary RPCs instead.
-func (s *session) evaluate(ctx context.Context, pod *waterlinev1.PodInfo) (*evaluation, error) {
+func (s *session) evaluate(ctx context.Context, pod *waterlinev1.PodInfo, policy string) (*evaluation, error) {
 	s.mu.Lock()
 	if s.unsupportedLocked() {
 		s.mu.Unlock()
@@ -195,7 +195,7 @@ func (s *session) evaluate(ctx context.Context, pod *waterlinev1.PodInfo) (*eval
 		generation = st.table.generation
 	}
 	st.enqueueLocked(&waterlinev1.SessionRequest{Message: &waterlinev1.SessionRequest_Evaluate{
-		Evaluate: &waterlinev1.SessionEvaluate{RequestId: id, Pod: pod, NodeTableGeneration: generation},
+		Evaluate: &waterlinev1.SessionEvaluate{RequestId: id, Pod: pod, NodeTableGeneration: generation, Policy: policy},
 	}})
 	s.mu.Unlock()
 	s.roundTrips.Add(1)

@@ -65,6 +65,8 @@ type Waterline struct {
 	client   waterlinev1.ScorerServiceClient
 	timeout  time.Duration
 	failOpen bool
+	// policy is the scorer's policy this profile asks for (args `policy`); "" the default.
+	policy string
 	// failureLog throttles the error line written when an RPC fails: with the scorer down
 	// every pod fails, and hundreds of identical lines a second would drown the
 	// scheduler's own logs. The counters still count every failure.
@@ -109,11 +111,12 @@ func newPlugin(ctx context.Context, obj runtime.Object, dialOpts ...grpc.DialOpt
 	}()
 	registerMetrics()
 	klog.FromContext(ctx).Info("Waterline plugin connecting to scorer",
-		"endpoint", cfg.endpoint, "timeout", cfg.timeout, "failOpen", cfg.failOpen, "session", cfg.session, "tls", cfg.tls != nil)
+		"endpoint", cfg.endpoint, "timeout", cfg.timeout, "failOpen", cfg.failOpen, "session", cfg.session, "policy", cfg.policy, "tls", cfg.tls != nil)
 	pl := &Waterline{
 		client:     waterlinev1.NewScorerServiceClient(conn),
 		timeout:    cfg.timeout,
 		failOpen:   cfg.failOpen,
+		policy:     cfg.policy,
 		failureLog: &rate.Sometimes{Interval: 10 * time.Second},
 	}
 	if cfg.session {
@@ -204,7 +207,7 @@ func (pl *Waterline) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	rpcCtx, cancel := context.WithTimeout(ctx, pl.timeout)
 	defer cancel()
 	start := time.Now()
-	ev, err := pl.session.evaluate(rpcCtx, pl.podInfo(state, pod))
+	ev, err := pl.session.evaluate(rpcCtx, pl.podInfo(state, pod), pl.policy)
 	if errors.Is(err, errSessionUnsupported) {
 		return pl.preFilterUnary(ctx, state, pod, nodes)
 	}
@@ -221,7 +224,7 @@ func (pl *Waterline) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		return nil, fwk.AsStatus(fmt.Errorf("waterline Evaluate: %w", err))
 	}
 	state.Write(scoreStateKey, &scoreState{evaluation: ev})
-	if isDaemonSetPod(pod) {
+	if bypassesLoadFilters(pod) {
 		// Scored (and reserved) like any pod, but never filtered: a node's own agents must
 		// land whatever its load. Skip also turns off this plugin's Filter for the cycle.
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -233,7 +236,7 @@ func (pl *Waterline) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 // all_nodes (the scorer judges every node it knows and answers with the rejected ones only);
 // PreScore then asks for the scores.
 func (pl *Waterline) preFilterUnary(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if isDaemonSetPod(pod) {
+	if bypassesLoadFilters(pod) {
 		// Skip also turns off this plugin's Filter for the cycle.
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -241,7 +244,7 @@ func (pl *Waterline) preFilterUnary(ctx context.Context, state fwk.CycleState, p
 	defer cancel()
 	start := time.Now()
 	pl.roundTrips.Add(1)
-	resp, err := pl.client.Filter(rpcCtx, &waterlinev1.FilterRequest{Pod: pl.podInfo(state, pod), AllNodes: true})
+	resp, err := pl.client.Filter(rpcCtx, &waterlinev1.FilterRequest{Pod: pl.podInfo(state, pod), AllNodes: true, Policy: pl.policy})
 	rpcDuration.WithLabelValues("Filter").Observe(time.Since(start).Seconds())
 	if err != nil {
 		if pl.failOpen {
@@ -351,7 +354,7 @@ func (pl *Waterline) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	pl.roundTrips.Add(1)
 	// scores_only: the answer is one bare score per name in this order, so neither side
 	// encodes, decodes or allocates the names a second time (5,000 per pod at 5,000 nodes).
-	resp, err := pl.client.Score(rpcCtx, &waterlinev1.ScoreRequest{Pod: pl.podInfo(state, pod), NodeNames: names, ScoresOnly: true})
+	resp, err := pl.client.Score(rpcCtx, &waterlinev1.ScoreRequest{Pod: pl.podInfo(state, pod), NodeNames: names, ScoresOnly: true, Policy: pl.policy})
 	rpcDuration.WithLabelValues("Score").Observe(time.Since(start).Seconds())
 	if err != nil {
 		if pl.failOpen {
@@ -371,7 +374,7 @@ func (pl *Waterline) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	} else {
 		// A scorer older than scores_only (the two deploy independently) answers by name.
 		for _, s := range resp.GetScores() {
-			scores[s.GetNodeName()] = s.GetScore()
+			scores[s.GetNodeName()] = int64(s.GetScore())
 		}
 	}
 	state.Write(scoreStateKey, &scoreState{scores: scores})

@@ -831,6 +831,7 @@ func TestNewRejectsBadArgs(t *testing.T) {
 		"missing CA file":   {"endpoint": "127.0.0.1:1", "tls": map[string]any{"caFile": "/does/not/exist"}},
 		"timeout not a dur": {"endpoint": "127.0.0.1:1", "timeout": 5},
 		"session not bool":  {"endpoint": "127.0.0.1:1", "session": "no"},
+		"policy not a name": {"endpoint": "127.0.0.1:1", "policy": "Batch_Jobs"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := New(context.Background(), rawArgs(t, args), nil); err == nil {
@@ -891,5 +892,56 @@ func TestLargeFilterAnswerIsRead(t *testing.T) {
 	}
 	if after := counterValue(t, "Evaluate"); after != before {
 		t.Fatalf("fail-open counter moved %v -> %v: the large answer was not read", before, after)
+	}
+}
+
+// TestProfilePolicyIsSentOnEveryCall: a profile's `policy` arg names the scorer policy on
+// the Session's Evaluate and, without a Session, on the unary Filter and Score; a profile
+// without one asks for the default (the empty name).
+func TestProfilePolicyIsSentOnEveryCall(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		policy  any // nil: the arg left out
+		session bool
+		want    string
+	}{
+		{"session with policy", "batch", true, "batch"},
+		{"unary with policy", "batch", false, "batch"},
+		{"session without policy", nil, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &fakeScorer{nodes: nodeNamesUpTo(4), score: scoreOf}
+			args := fakeArgs()
+			args["session"] = tc.session
+			if tc.policy != nil {
+				args["policy"] = tc.policy
+			}
+			tfw := newTestFramework(t, factoryFor(serve(t, fake)), args, 4)
+			res := tfw.runCycle(t, testPod())
+			if res.node == "" {
+				t.Fatalf("pod not placed")
+			}
+			var asked []string
+			fake.mu.Lock()
+			for _, m := range fake.handled {
+				if m.kind == "evaluate" {
+					asked = append(asked, "Evaluate="+m.policy)
+				}
+			}
+			for _, f := range fake.filters {
+				asked = append(asked, "Filter="+f.GetPolicy())
+			}
+			for _, s := range fake.scores {
+				asked = append(asked, "Score="+s.GetPolicy())
+			}
+			fake.mu.Unlock()
+			want := []string{"Evaluate=" + tc.want}
+			if !tc.session {
+				want = []string{"Filter=" + tc.want, "Score=" + tc.want}
+			}
+			if !slices.Equal(asked, want) {
+				t.Errorf("calls %v, want %v", asked, want)
+			}
+		})
 	}
 }

@@ -96,6 +96,158 @@ impl PolicyHandle {
     }
 }
 
+/// The named policies one scorer serves (`--policy NAME=PATH`, docs/operations.md#policies-per-profile)
+/// beside its default one (`--policy PATH`, or the built-in default): a request names one
+/// (`policy` on Evaluate, Filter, Score and a Session's Evaluate), the empty name is the
+/// default. Index 0 is the default; the others follow in name order. Each is reloaded on
+/// its own, like the default.
+#[derive(Clone)]
+pub struct Policies {
+    /// (name, handle, file); the default's name is empty.
+    entries: Arc<Vec<(String, PolicyHandle, Option<PathBuf>)>>,
+}
+
+/// A `--policy` value: `PATH` (the default policy) or `NAME=PATH`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyArg {
+    /// `None`: the default policy.
+    pub name: Option<String>,
+    pub path: PathBuf,
+}
+
+/// Parses one `--policy` value. A name is what an extender URL prefix and a plugin arg
+/// carry: lowercase letters, digits and `-`, starting with a letter, at most 63 characters.
+pub fn parse_policy_arg(value: &str) -> Result<PolicyArg, String> {
+    let Some((name, path)) = value.split_once('=') else {
+        return Ok(PolicyArg { name: None, path: PathBuf::from(value) });
+    };
+    check_policy_name(name)?;
+    if path.is_empty() {
+        return Err(format!("--policy {name}=: the path is empty"));
+    }
+    Ok(PolicyArg { name: Some(name.to_owned()), path: PathBuf::from(path) })
+}
+
+/// A policy name: `[a-z][a-z0-9-]*`, at most 63 characters (a DNS label, so it fits a URL
+/// path segment, a plugin arg and a metric label unchanged).
+pub fn check_policy_name(name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "policy name '{name}' must be lowercase letters, digits and '-', start with a letter and have at most 63 characters"
+        ))
+    }
+}
+
+impl Policies {
+    /// Loads every `--policy`: at most one without a name (the default; the built-in
+    /// default policy when none), each name once.
+    pub fn load(args: &[PolicyArg]) -> anyhow::Result<Policies> {
+        let defaults: Vec<&PolicyArg> = args.iter().filter(|a| a.name.is_none()).collect();
+        if defaults.len() > 1 {
+            anyhow::bail!(
+                "--policy: {} policies without a name; give one default and NAME=PATH for the others",
+                defaults.len()
+            );
+        }
+        let default_path = defaults.first().map(|a| a.path.clone());
+        let mut entries =
+            vec![(String::new(), load_or_default(default_path.as_deref())?, default_path)];
+        let mut named: Vec<&PolicyArg> = args.iter().filter(|a| a.name.is_some()).collect();
+        named.sort_by(|a, b| a.name.cmp(&b.name));
+        for pair in named.windows(2) {
+            if pair[0].name == pair[1].name {
+                anyhow::bail!(
+                    "--policy: '{}' is given twice",
+                    pair[0].name.as_deref().unwrap_or("")
+                );
+            }
+        }
+        for arg in named {
+            let name = arg.name.clone().unwrap_or_default();
+            let policy = load(&arg.path).map_err(|e| anyhow::anyhow!("--policy {name}: {e}"))?;
+            entries.push((name, PolicyHandle::new(policy), Some(arg.path.clone())));
+        }
+        Ok(Policies { entries: Arc::new(entries) })
+    }
+
+    /// One default policy and no named ones.
+    pub fn single(handle: PolicyHandle) -> Policies {
+        Policies { entries: Arc::new(vec![(String::new(), handle, None)]) }
+    }
+
+    /// The default and `named` policies, in memory (tests).
+    pub fn from_policies(default: Policy, named: Vec<(String, Policy)>) -> Policies {
+        let mut entries = vec![(String::new(), PolicyHandle::new(default), None)];
+        let mut named = named;
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.extend(named.into_iter().map(|(n, p)| (n, PolicyHandle::new(p), None)));
+        Policies { entries: Arc::new(entries) }
+    }
+
+    /// How many policies (the default included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The default policy's handle.
+    pub fn default_handle(&self) -> &PolicyHandle {
+        &self.entries[0].1
+    }
+
+    /// The policy in force at `index` (0: the default).
+    pub fn get(&self, index: usize) -> Arc<Policy> {
+        self.entries[index].1.get()
+    }
+
+    /// The index of the policy a request names; the empty name is the default. An unknown
+    /// name is an error naming the ones served.
+    pub fn index_of(&self, name: &str) -> Result<usize, String> {
+        if name.is_empty() {
+            return Ok(0);
+        }
+        self.entries.iter().position(|(n, _, _)| n == name).ok_or_else(|| {
+            let known: Vec<&str> = self.entries[1..].iter().map(|(n, _, _)| n.as_str()).collect();
+            let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+            format!(
+                "policy '{name}' is not served by this scorer (named policies: {known}; the empty name is the default)"
+            )
+        })
+    }
+
+    /// The name of policy `index` (empty for the default).
+    pub fn name(&self, index: usize) -> &str {
+        &self.entries[index].0
+    }
+
+    /// The names of the named policies, in index order (index 1 on).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries[1..].iter().map(|(n, _, _)| n.as_str())
+    }
+
+    /// Starts reloading every policy that came from a file.
+    pub fn spawn_reload(&self, metrics: ReloadMetrics) {
+        for (name, handle, path) in self.entries.iter() {
+            if let Some(path) = path {
+                let span =
+                    tracing::info_span!("policy_reload", policy = %name, path = %path.display());
+                let watched =
+                    watch(path.clone(), handle.clone(), metrics.clone(), Duration::from_secs(2));
+                tokio::spawn(watched.instrument(span));
+            }
+        }
+    }
+}
+
 /// Counters for policy reloads.
 #[derive(Clone, Default)]
 pub struct ReloadMetrics {
@@ -246,6 +398,45 @@ mod tests {
         // Syntax only: an expression Prometheus refuses at evaluation still loads (the
         // dashboard test relies on one to provoke query failures).
         assert!(check_promql(r#"label_replace(vector(1), "a", "$1", "b", "(")"#).is_ok());
+    }
+
+    #[test]
+    fn policy_args_and_names() {
+        assert_eq!(
+            parse_policy_arg("/etc/p.yaml").unwrap(),
+            PolicyArg { name: None, path: "/etc/p.yaml".into() }
+        );
+        assert_eq!(
+            parse_policy_arg("batch=/etc/batch.yaml").unwrap(),
+            PolicyArg { name: Some("batch".into()), path: "/etc/batch.yaml".into() }
+        );
+        for bad in ["Batch=/p", "=/p", "1st=/p", "a_b=/p", "batch="] {
+            assert!(parse_policy_arg(bad).is_err(), "{bad}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (web, batch) = (dir.path().join("web.yaml"), dir.path().join("batch.yaml"));
+        std::fs::write(&web, "curve: {kind: waterLevel, target: 30}\n").unwrap();
+        std::fs::write(&batch, "curve: {kind: leastUsed}\n").unwrap();
+        let arg =
+            |name: &str, path: &Path| PolicyArg { name: Some(name.into()), path: path.into() };
+        let policies = Policies::load(&[arg("web", &web), arg("batch", &batch)]).unwrap();
+        assert_eq!(policies.names().collect::<Vec<_>>(), ["batch", "web"]);
+        assert_eq!(policies.index_of(""), Ok(0));
+        assert_eq!(policies.get(0).curve, Policy::default().curve, "no default file: built-in");
+        assert_eq!(policies.get(policies.index_of("batch").unwrap()).curve, Curve::LeastUsed);
+        let err = policies.index_of("bacth").unwrap_err();
+        assert_eq!(
+            err,
+            "policy 'bacth' is not served by this scorer (named policies: batch, web; the empty name is the default)"
+        );
+        let twice = Policies::load(&[arg("web", &web), arg("web", &batch)]).err().unwrap();
+        assert!(twice.to_string().contains("'web' is given twice"), "{twice}");
+        let two_defaults =
+            [PolicyArg { name: None, path: web.clone() }, PolicyArg { name: None, path: batch }];
+        assert!(Policies::load(&two_defaults).is_err());
+        std::fs::write(&web, "curve: {kind: nope}\n").unwrap();
+        let bad = Policies::load(&[arg("web", &web)]).err().unwrap().to_string();
+        assert!(bad.starts_with("--policy web: ") && bad.contains("web.yaml"), "{bad}");
     }
 
     /// A PromQL typo in a reload is rejected like any bad edit.

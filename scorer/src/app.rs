@@ -39,7 +39,8 @@ fn register_request_counters(registry: &mut Registry) -> RequestCounters {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     logging::init(args.common.log_format);
-    let policy = waterline_runtime::policy::load_or_default(args.policy.as_deref())?;
+    let policies = waterline_runtime::policy::Policies::load(&args.policy)?;
+    let policy = policies.default_handle().clone();
 
     let mut registry = Registry::default();
     let rpc = RpcMetrics::register(&mut registry, "waterline_scorer_grpc", "scorer gRPC request");
@@ -65,13 +66,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let channel = grpc::client_channel(url, client_tls.clone(), "--collector-url")?;
         collectors.push(sync::Collector { url: url.clone(), channel });
     }
-    let store = Arc::new(Store::with_policy(collectors.len(), policy.clone()));
+    let store = Arc::new(Store::with_policies(collectors.len(), policies.clone()));
     let forwarder = Forwarder::spawn(collectors.clone(), store.clone(), forward_metrics);
     let subscriber = format!("scorer {}", args.grpc_addr);
     let span = tracing::info_span!("collector_stream", collectors = %args.collector_url.join(","));
     tokio::spawn(sync::run(collectors, store.clone(), subscriber, sync_metrics).instrument(span));
 
-    waterline_runtime::policy::spawn_reload(args.policy.clone(), policy.clone(), reload_metrics);
+    policies.spawn_reload(reload_metrics);
+    tracing::info!(named = ?policies.names().collect::<Vec<_>>(), "policies loaded");
 
     let (health, router) = grpc::router_with_health(&limits)?;
     health.set_not_serving::<ScorerServiceServer<Scorer>>().await;
@@ -82,7 +84,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let service = ScorerServiceServer::new(Scorer {
         store,
-        policy,
+        policies,
         forwarder,
         max_nodes: args.max_nodes,
         limits: limits.clone(),

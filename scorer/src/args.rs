@@ -3,6 +3,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use waterline_runtime::args::{CommonArgs, GrpcLimitArgs, parse_addr};
+use waterline_runtime::policy::{PolicyArg, parse_policy_arg};
 
 /// Answers load-aware Filter and Score RPCs from the collector's streamed snapshot.
 ///
@@ -45,9 +46,12 @@ pub struct Args {
     #[arg(long, requires = "collector_cert", env = "WATERLINE_COLLECTOR_KEY")]
     pub collector_key: Option<PathBuf>,
 
-    /// Policy file (YAML); the built-in default policy when omitted. Reloaded on change.
-    #[arg(long, env = "WATERLINE_POLICY")]
-    pub policy: Option<PathBuf>,
+    /// Policy file (YAML): `PATH` for the default policy (the built-in default when
+    /// omitted), `NAME=PATH` for a named one a request selects by name (a scheduler
+    /// profile's, docs/operations.md#policies-per-profile). Repeatable; each reloaded on
+    /// change.
+    #[arg(long, env = "WATERLINE_POLICY", value_parser = parse_policy_arg)]
+    pub policy: Vec<PolicyArg>,
 
     /// Most candidate nodes accepted in one Filter, Score or Evaluate request
     /// (RESOURCE_EXHAUSTED above it).

@@ -15,7 +15,7 @@ use waterline_core::engine::{self, Ask, Candidates, Stats};
 use waterline_core::placement::placement;
 use waterline_core::{LedgerSource, Pod, UnixMillis};
 use waterline_runtime::limits::Limits;
-use waterline_runtime::policy::PolicyHandle;
+use waterline_runtime::policy::Policies;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
 use crate::forward::{Call, Forward, Forwarder};
@@ -31,7 +31,9 @@ pub struct RequestCounters {
 #[derive(Clone)]
 pub struct Scorer {
     pub store: Arc<Store>,
-    pub policy: PolicyHandle,
+    /// The default policy and the named ones a request may ask for (`policy`), one
+    /// prepared table each in the store.
+    pub policies: Policies,
     pub forwarder: Forwarder,
     pub max_nodes: usize,
     /// Counts a `--max-nodes` refusal with the server's other limits.
@@ -47,6 +49,12 @@ impl Scorer {
         } else {
             Err(Status::unavailable("waiting for the first snapshot from the collector"))
         }
+    }
+
+    /// The index in `policies` of the policy a request names (empty: the default); an
+    /// unknown name is INVALID_ARGUMENT naming the ones served.
+    pub(crate) fn policy_index(&self, name: &str) -> Result<usize, Status> {
+        self.policies.index_of(name).map_err(Status::invalid_argument)
     }
 
     fn candidates(&self, pod: Option<&pb::PodInfo>, nodes: &[String]) -> Result<Pod, Status> {
@@ -66,15 +74,17 @@ impl Scorer {
     pub(crate) fn evaluate(
         &self,
         generation: &Generation,
+        policy: usize,
         pod: &Pod,
         candidates: Candidates<'_>,
         now: UnixMillis,
     ) -> Evaluation {
-        let policy = self.policy.get();
+        let table = generation.prepared_for(policy);
+        let policy = self.policies.get(policy);
         let evaluation = engine::evaluate(
             &policy,
             generation.snapshot(),
-            Some(generation.prepared()),
+            Some(table),
             pod,
             Ask::Evaluate,
             candidates,
@@ -93,6 +103,7 @@ impl Scorer {
         request: pb::EvaluateRequest,
     ) -> Result<pb::EvaluateResponse, Status> {
         self.require_synced()?;
+        let policy = self.policy_index(&request.policy)?;
         let now = UnixMillis::now();
         let all_nodes = request.all_nodes;
         let generation = self.store.read();
@@ -107,7 +118,7 @@ impl Scorer {
             (self.candidates(request.pod.as_ref(), &request.node_names)?, request.node_names)
         };
         let candidates = if all_nodes { Candidates::All } else { Candidates::Names(&names) };
-        let evaluation = self.evaluate(&generation, &pod, candidates, now);
+        let evaluation = self.evaluate(&generation, policy, &pod, candidates, now);
         drop(generation);
         let rejected = evaluation.rejected.iter().map(|(i, r)| (names[i].clone(), r.to_owned()));
         let mut response = pb::EvaluateResponse {
@@ -139,10 +150,11 @@ impl Scorer {
         request: pb::FilterRequest,
     ) -> Result<pb::FilterResponse, Status> {
         self.require_synced()?;
-        let policy = self.policy.get();
+        let index = self.policy_index(&request.policy)?;
+        let policy = self.policies.get(index);
         let now = UnixMillis::now();
         let generation = self.store.read();
-        let (snapshot, table) = (generation.snapshot(), Some(generation.prepared()));
+        let (snapshot, table) = (generation.snapshot(), Some(generation.prepared_for(index)));
         let response = if request.all_nodes {
             if !request.node_names.is_empty() {
                 return Err(Status::invalid_argument(
@@ -181,14 +193,15 @@ impl Scorer {
                 "scores_only cannot be combined with explain (the terms need NodeScore)",
             ));
         }
+        let index = self.policy_index(&request.policy)?;
         let pod = self.candidates(request.pod.as_ref(), &request.node_names)?;
-        let policy = self.policy.get();
+        let policy = self.policies.get(index);
         let now = UnixMillis::now();
         let generation = self.store.read();
         let evaluation = engine::evaluate(
             &policy,
             generation.snapshot(),
-            Some(generation.prepared()),
+            Some(generation.prepared_for(index)),
             &pod,
             Ask::Score { explain: request.explain },
             Candidates::Names(&request.node_names),
@@ -214,7 +227,9 @@ impl Scorer {
             Some(ttl) => LedgerSource::Provisional { expires_at: now.plus(ttl) },
             None => LedgerSource::Reserve,
         };
-        let entry = placement(&self.policy.get(), pod, &request.node_name, now, source)
+        // The ledger is one for every policy: a placement is priced by the default
+        // policy's estimator (and the pod's own estimate-factor), as the collector prices it.
+        let entry = placement(&self.policies.get(0), pod, &request.node_name, now, source)
             .map_err(ConvertError::from)?;
         let call = Call::Reserve {
             node: entry.node.clone(),

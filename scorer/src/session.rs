@@ -182,18 +182,21 @@ fn evaluate(scorer: &Scorer, request: pb::SessionEvaluate) -> Vec<pb::SessionRes
         snapshot_age: Some(duration(scorer.store.age(now))),
         ..Default::default()
     };
-    let pod = if scorer.store.is_synced() {
-        required_pod(request.pod.as_ref()).map_err(|e| e.to_string())
+    let asked = if scorer.store.is_synced() {
+        scorer.policies.index_of(&request.policy).and_then(|policy| {
+            let pod = required_pod(request.pod.as_ref()).map_err(|e| e.to_string())?;
+            Ok((policy, pod))
+        })
     } else {
         Err("waiting for the first snapshot from the collector".to_owned())
     };
-    match pod {
+    match asked {
         Err(reason) => {
             answer.error = reason;
             timer.finish("INVALID_ARGUMENT");
         }
-        Ok(pod) => {
-            let evaluation = scorer.evaluate(&generation, &pod, Candidates::All, now);
+        Ok((policy, pod)) => {
+            let evaluation = scorer.evaluate(&generation, policy, &pod, Candidates::All, now);
             answer.scores = evaluation.scores.iter().map(|s| s.unwrap_or(-1)).collect();
             answer.rejected_indexes.reserve(evaluation.rejected.len());
             answer.rejected_reasons.reserve(evaluation.rejected.len());

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::Guard;
 use waterline_core::engine::Prepared;
 use waterline_core::{Delta, LedgerEntry, Millis, Policy, Snapshot, UnixMillis};
-use waterline_runtime::policy::PolicyHandle;
+use waterline_runtime::policy::{Policies, PolicyHandle};
 
 mod published;
 use published::{Change, Published};
@@ -37,20 +37,24 @@ pub struct NodeTable {
 }
 
 /// One consistent state of the scorer: the snapshot, the engine's rows precomputed from it
-/// (in node-table order) and the node table, all from the same changes. Requests read one
-/// generation from start to end; writers publish the next one without waiting for them.
+/// for each policy the scorer serves (in node-table order) and the node table, all from the
+/// same changes. Requests read one generation from start to end; writers publish the next
+/// one without waiting for them.
 #[derive(Clone, Debug)]
 pub struct Generation {
     snapshot: Snapshot,
-    prepared: Prepared,
+    /// One table per policy, indexed as `Policies` (0: the default). Every table has the
+    /// same rows (the snapshot's nodes in name order); the columns follow each policy.
+    prepared: Vec<Prepared>,
     table: Arc<NodeTable>,
 }
 
-impl Default for Generation {
-    fn default() -> Self {
+impl Generation {
+    fn new(policies: usize) -> Self {
         let mut snapshot = Snapshot::default();
         snapshot.track_changes();
-        Generation { snapshot, prepared: Prepared::default(), table: Arc::default() }
+        let prepared = vec![Prepared::default(); policies.max(1)];
+        Generation { snapshot, prepared, table: Arc::default() }
     }
 }
 
@@ -66,22 +70,30 @@ impl Generation {
         &self.snapshot
     }
 
-    /// The engine's rows, in the order of `node_table().names`.
+    /// The engine's rows for the default policy, in the order of `node_table().names`.
     pub fn prepared(&self) -> &Prepared {
-        &self.prepared
+        &self.prepared[0]
+    }
+
+    /// The engine's rows for policy `index` of the store's `Policies`.
+    pub fn prepared_for(&self, index: usize) -> &Prepared {
+        &self.prepared[index]
     }
 
     pub fn node_table(&self) -> &Arc<NodeTable> {
         &self.table
     }
 
-    /// After a change to the snapshot: the changed rows, and a new node table when the
-    /// names changed.
-    fn settle(&mut self, policy: &Policy, now: UnixMillis) {
-        if self.prepared.update(policy, &mut self.snapshot, now)
-            && self.table.names != self.prepared.names()
-        {
-            let names = self.prepared.names().to_vec();
+    /// After a change to the snapshot: the changed rows of every policy's table (each told
+    /// the same changes), and a new node table when the names changed.
+    fn settle(&mut self, policies: &[Arc<Policy>], now: UnixMillis) {
+        let changes = self.snapshot.take_changes();
+        let mut renamed = false;
+        for (table, policy) in self.prepared.iter_mut().zip(policies) {
+            renamed |= table.apply(policy, &self.snapshot, &changes, now);
+        }
+        if renamed && self.table.names != self.prepared[0].names() {
+            let names = self.prepared[0].names().to_vec();
             self.table = Arc::new(NodeTable { generation: self.table.generation + 1, names });
         }
     }
@@ -89,8 +101,9 @@ impl Generation {
 
 pub struct Store {
     current: Published<Generation>,
-    /// The policy the rows are prepared for (requests check it: `Prepared::fits`).
-    policy: PolicyHandle,
+    /// The policies the rows are prepared for, one table each (requests check it:
+    /// `Prepared::fits`).
+    policies: Policies,
     /// uid → the latest unconfirmed op of each pod.
     pending: Mutex<HashMap<String, Pending>>,
     /// Collectors every op is forwarded to: how many confirmations retire it.
@@ -126,9 +139,14 @@ impl Store {
     /// A store whose rows are prepared for the policy in `policy` (and follow its reloads:
     /// [`Store::refresh`]).
     pub fn with_policy(collectors: usize, policy: PolicyHandle) -> Self {
+        Store::with_policies(collectors, Policies::single(policy))
+    }
+
+    /// A store with one table per policy of `policies`, each following its reloads.
+    pub fn with_policies(collectors: usize, policies: Policies) -> Self {
         Store {
-            current: Published::new(Generation::default()),
-            policy,
+            current: Published::new(Generation::new(policies.len())),
+            policies,
             pending: Mutex::default(),
             collectors: collectors.max(1),
             next_seq: AtomicU64::default(),
@@ -182,9 +200,14 @@ impl Store {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Every policy in force, in `Policies` order.
+    fn policies_now(&self) -> Vec<Arc<Policy>> {
+        (0..self.policies.len()).map(|i| self.policies.get(i)).collect()
+    }
+
     /// Applies one change streamed by the collector.
     pub fn apply(&self, message: &Delta, now: UnixMillis) {
-        let policy = self.policy.get();
+        let policy = self.policies_now();
         let delta = Arc::new(message.clone());
         self.current.write(|| {
             let pending = self.lock_pending();
@@ -221,7 +244,7 @@ impl Store {
     /// Applies a local Reserve/Unreserve at once (the next request sees it) and remembers
     /// it until confirmed; returns the sequence number to confirm it with.
     pub fn apply_local(&self, op: PendingOp) -> u64 {
-        let policy = self.policy.get();
+        let policy = self.policies_now();
         let now = UnixMillis::now();
         let mut seq = 0;
         self.current.write(|| {
@@ -245,9 +268,14 @@ impl Store {
     /// shape, and recomputes those whose ledger shares expired (a placement aged out of
     /// its absorb window). A no-op when neither happened.
     pub fn refresh(&self, now: UnixMillis) {
-        let policy = self.policy.get();
+        let policy = self.policies_now();
         let current = self.read();
-        if current.prepared.fits(&policy) && !current.prepared.expired(now) {
+        let current_enough = current
+            .prepared
+            .iter()
+            .zip(&policy)
+            .all(|(table, policy)| table.fits(policy) && !table.expired(now));
+        if current_enough {
             return;
         }
         drop(current);
@@ -386,6 +414,55 @@ pub(crate) mod tests {
             UnixMillis(4),
         );
         assert_eq!(store.node_table().generation, 2);
+    }
+
+    /// Every policy's table follows the one snapshot: a Reserve and a resync reach both,
+    /// though the second policy has another shape (one metric, no ledger windows shared).
+    #[test]
+    fn each_policy_has_its_own_table_kept_up_to_date() {
+        let narrow = waterline_core::policy::parse_policy(
+            "metrics:\n  - {name: cpu, resource: cpu, query: q, period: 30s, weight: 1}\n",
+        )
+        .unwrap();
+        let policies = Policies::from_policies(Policy::default(), vec![("narrow".into(), narrow)]);
+        let store = Store::with_policies(1, policies.clone());
+        let mut n1 = node("n1");
+        n1.capacity = waterline_core::Capacity { cpu_millis: 1000, memory_bytes: 1 << 30 };
+        store.apply(
+            &Delta { reset: true, nodes: vec![n1, node("n2")], ..Delta::default() },
+            UnixMillis(1),
+        );
+        let narrow_index = policies.index_of("narrow").unwrap();
+        {
+            let generation = store.read();
+            assert!(generation.prepared_for(0).fits(&policies.get(0)));
+            assert!(generation.prepared_for(narrow_index).fits(&policies.get(narrow_index)));
+            assert!(!generation.prepared_for(narrow_index).fits(&policies.get(0)));
+            assert_eq!(
+                generation.prepared_for(narrow_index).names(),
+                generation.prepared().names()
+            );
+        }
+        let seq = store.apply_local(PendingOp::Reserve(entry("p")));
+        let generation = store.read();
+        // The Reserve's 100m of n1's 1000m: both tables see it (the narrow table's only
+        // window is the default 7 m absorb window, the default table's first too).
+        let pod = waterline_core::Pod::default();
+        for index in [0, narrow_index] {
+            let policy = policies.get(index);
+            let with_table = waterline_core::engine::evaluate(
+                &policy,
+                generation.snapshot(),
+                Some(generation.prepared_for(index)),
+                &pod,
+                waterline_core::engine::Ask::Score { explain: true },
+                waterline_core::engine::Candidates::Names(&["n1".to_string()]),
+                UnixMillis(1000),
+            );
+            assert_eq!(with_table.terms[0][0].ledger, 10.0, "policy {index}");
+        }
+        drop(generation);
+        store.confirm("p", seq);
     }
 
     #[test]

@@ -96,6 +96,7 @@ impl SimPod {
             memory_request_bytes: self.requests.memory_bytes,
             memory_limit_bytes: self.limits.memory_bytes,
             owner_kind: self.owner_kind.clone(),
+            ..waterline_core::Pod::default()
         }
     }
 }

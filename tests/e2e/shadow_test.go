@@ -113,7 +113,7 @@ func TestShadow(t *testing.T) {
 		t.Errorf("ShadowDecisions: %d decisions, judged %d, dropped %d; want %d, %d, 0",
 			len(got.GetDecisions()), got.GetJudged(), got.GetDropped(), burst, burst)
 	}
-	near := func(a, b int64) bool { return a-b <= 1 && b-a <= 1 }
+	near := func(a int32, b int64) bool { return int64(a)-b <= 1 && b-int64(a) <= 1 }
 	seen := map[string]bool{}
 	var regretSum int64
 	for _, d := range got.GetDecisions() {
@@ -134,7 +134,7 @@ func TestShadow(t *testing.T) {
 		if d.GetRegret() != max(0, d.GetBestScore()-d.GetChosenScore()) {
 			t.Errorf("%s: regret %d is not best %d - chosen %d", name, d.GetRegret(), d.GetBestScore(), d.GetChosenScore())
 		}
-		regretSum += d.GetRegret()
+		regretSum += int64(d.GetRegret())
 		if !d.GetChosenFitsRequests() || !d.GetChosenKnown() || d.GetCandidateNodes() != 4 || d.GetFeasibleNodes() != 2 {
 			t.Errorf("%s: fits %t known %t, %d candidates, %d feasible; want true, true, 4, 2",
 				name, d.GetChosenFitsRequests(), d.GetChosenKnown(), d.GetCandidateNodes(), d.GetFeasibleNodes())

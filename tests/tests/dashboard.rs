@@ -409,6 +409,7 @@ impl Traffic<'_> {
     async fn drive(&self, round: usize) -> Result<()> {
         let mut client = self.scorer.clone();
         let filter = pb::FilterRequest {
+            policy: String::new(),
             pod: Some(pod(&format!("f{round}"))),
             node_names: self.names.clone(),
             all_nodes: false,

@@ -199,6 +199,10 @@ fn pod_info() -> pb::PodInfo {
         priority_class: "batch-high".into(),
         owner_kind: "ReplicaSet".into(),
         scheduler_name: "waterline-scheduler".into(),
+        owner_name: "web-7d4b9c".into(),
+        // The fixture has no waterline.io/ annotation (and no other one either).
+        annotations: Default::default(),
+        priority: 1000,
     }
 }
 
@@ -373,7 +377,7 @@ async fn prioritize_equals_rounded_grpc_scores_for_500_names() -> Result<()> {
         .await?
         .into_inner();
     let want: Vec<(String, i64)> =
-        direct.scores.iter().map(|s| (s.node_name.clone(), round10(s.score))).collect();
+        direct.scores.iter().map(|s| (s.node_name.clone(), round10(i64::from(s.score)))).collect();
     assert_eq!(got, want);
     // The cluster is spread enough that the mapping is not trivially constant.
     let distinct: std::collections::BTreeSet<i64> = got.iter().map(|(_, s)| *s).collect();

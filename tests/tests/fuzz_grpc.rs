@@ -69,10 +69,11 @@ enum Call {
 fn call() -> impl Strategy<Value = Call> {
     prop_oneof![
         (pod(), names(), any::<bool>()).prop_map(|(pod, node_names, all_nodes)| Call::Filter(
-            pb::FilterRequest { pod, node_names, all_nodes }
+            pb::FilterRequest { policy: String::new(), pod, node_names, all_nodes }
         )),
         (pod(), names(), any::<bool>(), any::<bool>()).prop_map(
             |(pod, node_names, explain, scores_only)| Call::Score(pb::ScoreRequest {
+                policy: String::new(),
                 pod,
                 node_names,
                 explain,
@@ -80,7 +81,7 @@ fn call() -> impl Strategy<Value = Call> {
             })
         ),
         (pod(), names(), any::<bool>()).prop_map(|(pod, node_names, all_nodes)| Call::Evaluate(
-            pb::EvaluateRequest { pod, node_names, all_nodes }
+            pb::EvaluateRequest { policy: String::new(), pod, node_names, all_nodes }
         )),
         (pod(), "[a-z0-9-]{0,10}").prop_map(|(pod, node_name)| Call::Reserve(pb::ReserveRequest {
             pod,

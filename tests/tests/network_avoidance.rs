@@ -66,7 +66,7 @@ async fn the_busiest_interface_s_node_scores_0_and_is_never_chosen() -> Result<(
             })
             .await?
             .into_inner();
-        let scores: Vec<i64> = response.scores.iter().map(|s| s.score).collect();
+        let scores: Vec<i64> = response.scores.iter().map(|s| i64::from(s.score)).collect();
         ensure!(response.scores.iter().all(|s| !s.terms[0].stale), "not all fresh: {response:?}");
         Ok(scores)
     })
@@ -85,11 +85,16 @@ async fn the_busiest_interface_s_node_scores_0_and_is_never_chosen() -> Result<(
         })
         .await?
         .into_inner();
-    let two: Vec<i64> = response.scores.iter().map(|s| s.score).collect();
+    let two: Vec<i64> = response.scores.iter().map(|s| i64::from(s.score)).collect();
     ensure!(two[1] == 0 && two[0] >= 48, "{two:?}");
     // The policy has no Filter: every node stays feasible.
     let filtered = client
-        .filter(pb::FilterRequest { pod: Some(pod), node_names: names.clone(), all_nodes: false })
+        .filter(pb::FilterRequest {
+            policy: String::new(),
+            pod: Some(pod),
+            node_names: names.clone(),
+            all_nodes: false,
+        })
         .await?
         .into_inner();
     ensure!(filtered.feasible_nodes == names, "{filtered:?}");

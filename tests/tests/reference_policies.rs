@@ -51,7 +51,7 @@ impl Pair {
             })
             .await?
             .into_inner();
-        Ok(response.scores.iter().map(|s| s.score).collect())
+        Ok(response.scores.iter().map(|s| i64::from(s.score)).collect())
     }
 
     /// Rejected nodes and their reasons, in request order.
@@ -59,6 +59,7 @@ impl Pair {
         let mut client = self.scorer.scorer_client().await?;
         let response = client
             .filter(pb::FilterRequest {
+                policy: String::new(),
                 pod: Some(pod),
                 node_names: strings(nodes),
                 all_nodes: false,

@@ -76,7 +76,7 @@ async fn water_level_worked_example_through_grpc() -> Result<()> {
         .await?
         .into_inner();
     let got: Vec<(String, i64)> =
-        response.scores.iter().map(|s| (s.node_name.clone(), s.score)).collect();
+        response.scores.iter().map(|s| (s.node_name.clone(), i64::from(s.score))).collect();
     let want: Vec<(String, i64)> = nodes.into_iter().zip([24, 40, 100, 19, 13, 0]).collect();
     assert_eq!(got, want);
     assert_eq!(
@@ -111,6 +111,7 @@ async fn filter_reasons_explain_terms_and_unknown_nodes() -> Result<()> {
     let mut client = pair.scorer.scorer_client().await?;
     let filtered = client
         .filter(pb::FilterRequest {
+            policy: String::new(),
             pod: Some(pod("p1", 1000)),
             node_names: names(&["cool", "hot", "ghost"]),
             all_nodes: false,
@@ -126,6 +127,7 @@ async fn filter_reasons_explain_terms_and_unknown_nodes() -> Result<()> {
     // all_nodes: the scorer judges every node it knows and sends back the rejected only.
     let every = client
         .filter(pb::FilterRequest {
+            policy: String::new(),
             pod: Some(pod("p1", 1000)),
             node_names: vec![],
             all_nodes: true,
@@ -137,6 +139,7 @@ async fn filter_reasons_explain_terms_and_unknown_nodes() -> Result<()> {
     assert!(every.snapshot_age.is_some());
     let status = client
         .filter(pb::FilterRequest {
+            policy: String::new(),
             pod: Some(pod("p1", 1000)),
             node_names: names(&["cool"]),
             all_nodes: true,
@@ -220,6 +223,7 @@ async fn bad_requests_are_invalid_argument_with_a_reason() -> Result<()> {
     }
     let status = client
         .score(pb::ScoreRequest {
+            policy: String::new(),
             pod: Some(pod("p", 1)),
             node_names: names(&["n1"]),
             explain: true,
@@ -378,8 +382,14 @@ async fn static_file_edits_reach_the_scorer() -> Result<()> {
                 explain: false,
                 ..Default::default()
             };
-            let scores: Vec<i64> =
-                client.score(request).await?.into_inner().scores.iter().map(|s| s.score).collect();
+            let scores: Vec<i64> = client
+                .score(request)
+                .await?
+                .into_inner()
+                .scores
+                .iter()
+                .map(|s| i64::from(s.score))
+                .collect();
             anyhow::ensure!(scores == vec![24, 0], "{scores:?}");
             Ok(())
         }

@@ -53,7 +53,12 @@ async fn evaluate_answers_what_filter_and_score_answer() -> Result<()> {
     let (_dir, _collector, scorer) = stack().await?;
     let mut client = scorer.scorer_client().await?;
     let filter = client
-        .filter(pb::FilterRequest { pod: Some(pod(1)), node_names: names(), all_nodes: false })
+        .filter(pb::FilterRequest {
+            policy: String::new(),
+            pod: Some(pod(1)),
+            node_names: names(),
+            all_nodes: false,
+        })
         .await?
         .into_inner();
     let score = client
@@ -66,7 +71,12 @@ async fn evaluate_answers_what_filter_and_score_answer() -> Result<()> {
         .await?
         .into_inner();
     let evaluated = client
-        .evaluate(pb::EvaluateRequest { pod: Some(pod(1)), node_names: names(), all_nodes: false })
+        .evaluate(pb::EvaluateRequest {
+            policy: String::new(),
+            pod: Some(pod(1)),
+            node_names: names(),
+            all_nodes: false,
+        })
         .await?
         .into_inner();
     assert_eq!(evaluated.rejected, filter.rejected);
@@ -80,7 +90,12 @@ async fn evaluate_answers_what_filter_and_score_answer() -> Result<()> {
     assert_eq!(evaluated.ordered_scores, expected);
 
     let all = client
-        .evaluate(pb::EvaluateRequest { pod: Some(pod(1)), node_names: vec![], all_nodes: true })
+        .evaluate(pb::EvaluateRequest {
+            policy: String::new(),
+            pod: Some(pod(1)),
+            node_names: vec![],
+            all_nodes: true,
+        })
         .await?
         .into_inner();
     assert_eq!(all.feasible_nodes, ["node-a", "node-b", "node-c"]);
@@ -89,7 +104,12 @@ async fn evaluate_answers_what_filter_and_score_answer() -> Result<()> {
     // An unknown node scores the stale score (50 by default) and is never rejected.
     assert_eq!(all.unknown_node_score, 50);
 
-    let bad = pb::EvaluateRequest { pod: Some(pod(1)), node_names: names(), all_nodes: true };
+    let bad = pb::EvaluateRequest {
+        policy: String::new(),
+        pod: Some(pod(1)),
+        node_names: names(),
+        all_nodes: true,
+    };
     let status = client.evaluate(bad).await.unwrap_err();
     assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
     Ok(())
@@ -130,6 +150,7 @@ async fn a_session_orders_reserves_before_the_next_evaluate() -> Result<()> {
     let send = |message| pb::SessionRequest { message: Some(message) };
 
     tx.send(send(In::Evaluate(pb::SessionEvaluate {
+        policy: String::new(),
         request_id: 1,
         pod: Some(pod(1)),
         node_table_generation: 0,
@@ -166,6 +187,7 @@ async fn a_session_orders_reserves_before_the_next_evaluate() -> Result<()> {
         .await?;
     }
     tx.send(send(In::Evaluate(pb::SessionEvaluate {
+        policy: String::new(),
         request_id: 2,
         pod: Some(pod(2)),
         node_table_generation: table.generation,
@@ -187,6 +209,7 @@ async fn a_session_orders_reserves_before_the_next_evaluate() -> Result<()> {
     // A bad pod is answered with the reason and the stream stays open.
     let negative = pb::PodInfo { cpu_request_millis: -1, ..pod(3) };
     tx.send(send(In::Evaluate(pb::SessionEvaluate {
+        policy: String::new(),
         request_id: 3,
         pod: Some(negative),
         node_table_generation: table.generation,
@@ -195,6 +218,7 @@ async fn a_session_orders_reserves_before_the_next_evaluate() -> Result<()> {
     let third = evaluation(&mut answers).await?;
     assert!(third.error.contains("must not be negative"), "{}", third.error);
     tx.send(send(In::Evaluate(pb::SessionEvaluate {
+        policy: String::new(),
         request_id: 4,
         pod: Some(pod(4)),
         node_table_generation: table.generation,
@@ -220,6 +244,7 @@ async fn a_session_reserve_with_provisional_ttl_expires_and_a_negative_one_place
     };
     let evaluate = |request_id: u64| {
         send(In::Evaluate(pb::SessionEvaluate {
+            policy: String::new(),
             request_id,
             pod: Some(pod(request_id as usize)),
             node_table_generation: 0,

@@ -71,13 +71,14 @@ async fn most_nodes_stale_leaves_the_metric_out_for_everyone_until_fresh_samples
         })
         .await?
         .into_inner();
-    let got: Vec<i64> = scores.scores.iter().map(|s| s.score).collect();
+    let got: Vec<i64> = scores.scores.iter().map(|s| i64::from(s.score)).collect();
     assert_eq!(got, vec![80; 10]);
     let cpu_term = &scores.scores[0].terms[0];
     assert_eq!((cpu_term.metric.as_str(), cpu_term.weight, cpu_term.stale), ("cpu", 0.0, true));
     // No filtering on cpu: neither the 90 % threshold nor `stale.filter: reject`.
     let filtered = client
         .filter(pb::FilterRequest {
+            policy: String::new(),
             pod: Some(pod.clone()),
             node_names: all.clone(),
             all_nodes: false,
@@ -102,6 +103,7 @@ async fn most_nodes_stale_leaves_the_metric_out_for_everyone_until_fresh_samples
     // ((50 + 80) / 2 = 65); the fresh ones score (80 + 80) / 2 = 80.
     let filtered = client
         .filter(pb::FilterRequest {
+            policy: String::new(),
             pod: Some(pod.clone()),
             node_names: all.clone(),
             all_nodes: false,
@@ -113,7 +115,7 @@ async fn most_nodes_stale_leaves_the_metric_out_for_everyone_until_fresh_samples
         .score(pb::ScoreRequest { pod: Some(pod), node_names: all, ..Default::default() })
         .await?
         .into_inner();
-    let got: Vec<i64> = scores.scores.iter().map(|s| s.score).collect();
+    let got: Vec<i64> = scores.scores.iter().map(|s| i64::from(s.score)).collect();
     assert_eq!(got, [vec![65; 2], vec![80; 8]].concat());
     Ok(())
 }

@@ -85,9 +85,8 @@ pub(super) fn evaluate<'n>(
     let metrics: Vec<Metric<'_>> = request
         .metrics
         .iter()
-        .zip(&request.policy.metrics)
         .enumerate()
-        .map(|(k, (plan, spec))| {
+        .map(|(k, plan)| {
             let column = table.column(k);
             let (cpu, memory) = table.share_columns(plan.window);
             let ledger = match plan.resource {
@@ -100,7 +99,7 @@ pub(super) fn evaluate<'n>(
                 column,
                 ledger,
                 resource: plan.resource,
-                limit: spec.filter_above.filter(|_| !plan.absent),
+                limit: plan.filter_above.filter(|_| !plan.absent),
                 stale_score: request.policy.stale.score,
                 plan,
             }

@@ -64,6 +64,9 @@ pub(super) struct MetricPlan {
     pub(super) higher_is_better: bool,
     /// The fleet breaker is open: no score, no filtering.
     pub(super) absent: bool,
+    /// Filter's threshold for this pod: the metric's `filterAbove`, or its priority tier's
+    /// (`Policy::filter_above`).
+    pub(super) filter_above: Option<f64>,
     /// Index of the metric's absorb window in `Request::absorb_windows`.
     pub(super) window: usize,
     /// The metric's name, and the start of a rejection reason, `cpu_usage_avg_5m `.
@@ -156,8 +159,10 @@ impl<'a> Request<'a> {
         let metrics: Vec<MetricPlan> = policy
             .metrics
             .iter()
-            .map(|m| {
+            .enumerate()
+            .map(|(k, m)| {
                 let absent = breaker_open(policy, snapshot, m, now);
+                let filter_above = policy.filter_above(k, pod.priority);
                 MetricPlan {
                     id: snapshot.metric_id(&m.name),
                     resource: m.resource,
@@ -173,9 +178,10 @@ impl<'a> Request<'a> {
                     relative_max: 0.0,
                     higher_is_better: m.direction == Direction::HigherIsBetter,
                     absent,
+                    filter_above,
                     window: absorb_windows.iter().position(|w| *w == m.absorb_window).unwrap_or(0),
                     // `{}` of an f64 prints 65.0 as "65", as the policy file spells it.
-                    over_limit: m.filter_above.map(|l| format!("% > {l}%")).unwrap_or_default(),
+                    over_limit: filter_above.map(|l| format!("% > {l}%")).unwrap_or_default(),
                     name: m.name.clone(),
                     name_space: format!("{} ", m.name),
                 }
@@ -460,8 +466,8 @@ impl<'a> Request<'a> {
     /// every breached threshold, `; `-separated.
     pub(super) fn load_rejection(&self, predictions: &[Prediction], reasons: &mut String) -> bool {
         let start = reasons.len();
-        for ((metric, plan), p) in self.policy.metrics.iter().zip(&self.metrics).zip(predictions) {
-            let Some(limit) = metric.filter_above.filter(|_| !plan.absent) else { continue };
+        for (plan, p) in self.metrics.iter().zip(predictions) {
+            let Some(limit) = plan.filter_above.filter(|_| !plan.absent) else { continue };
             let breach = match p.observed {
                 None => self.policy.stale.filter == StaleFilter::Reject,
                 Some(_) => p.predicted() > limit,

@@ -18,7 +18,7 @@ use smallvec::SmallVec;
 use crate::FastMap;
 use crate::estimate::Usage;
 use crate::policy::{Policy, Resource};
-use crate::snapshot::{Capacity, NodeSlot, Snapshot};
+use crate::snapshot::{Capacity, Changes, NodeSlot, Snapshot};
 use crate::time::{Millis, UnixMillis};
 
 use super::plan::{absorb_windows, percent_of};
@@ -234,6 +234,18 @@ impl Prepared {
     /// expired by `now`. Returns whether the set of names may have changed.
     pub fn update(&mut self, policy: &Policy, snapshot: &mut Snapshot, now: UnixMillis) -> bool {
         let changes = snapshot.take_changes();
+        self.apply(policy, snapshot, &changes, now)
+    }
+
+    /// [`update`](Self::update) with `changes` taken by the caller: several tables (one per
+    /// policy a scorer serves) follow one snapshot, each told the same changes.
+    pub fn apply(
+        &mut self,
+        policy: &Policy,
+        snapshot: &Snapshot,
+        changes: &Changes,
+        now: UnixMillis,
+    ) -> bool {
         if changes.all || changes.names || !self.shape.fits(policy) {
             *self = Prepared::build(policy, snapshot, now);
             return true;

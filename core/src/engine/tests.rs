@@ -591,3 +591,58 @@ fn a_placement_counts_toward_each_metric_for_that_metrics_absorb_window() {
         &score(&policy, &fresh_snap, &Pod::default(), &names(&["n"]), later, true).scores[0].terms;
     assert!(terms.iter().all(|t| t.ledger == 0.0), "{terms:?}");
 }
+
+/// The worked examples of docs/policy.md#per-workload-overrides and
+/// docs/policy.md#thresholds-per-priority: one 8-cpu node at 55 % cpu, a 1-cpu pod.
+#[test]
+fn per_workload_overrides_change_the_estimate_the_bypass_and_the_threshold() {
+    use crate::pod::Overrides;
+    let policy = parse_policy(
+        "metrics:\n  - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 1, filterAbove: 65}\n\
+         curve: {kind: waterLevel, target: 40}\n\
+         priorities:\n  - {minPriority: 9000, filterAbove: {cpu_usage_avg_5m: 60}}\n",
+    )
+    .unwrap();
+    let mut snap = Snapshot::default();
+    snap.upsert_node("n", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(55.0))]);
+    let nodes = names(&["n"]);
+    let reason =
+        |pod: &Pod| filter(&policy, &snap, pod, &nodes, NOW).rejected.first().map(|r| r.1.clone());
+
+    // 55 + 1000m × 0.85 / 8000m = 55 + 10.625 = 65.625 > 65: rejected by default.
+    let plain = one_cpu_pod("p");
+    assert_eq!(reason(&plain).as_deref(), Some("cpu_usage_avg_5m 65.6% > 65%"));
+    // Half the factor: 55 + 5.3125 = 60.3 ≤ 65, placed; the incoming term shows the estimate.
+    let half = Pod {
+        overrides: Overrides { estimate_factor: Some(0.5), ..Overrides::default() },
+        ..one_cpu_pod("half")
+    };
+    assert_eq!(reason(&half), None);
+    let terms = score(&policy, &snap, &half, &nodes, NOW, true).scores[0].terms.clone();
+    assert_eq!(terms[0].incoming, 5.3125);
+    // Twice: 55 + 21.25 = 76.3.
+    let twice = Pod {
+        overrides: Overrides { estimate_factor: Some(2.0), ..Overrides::default() },
+        ..one_cpu_pod("twice")
+    };
+    assert_eq!(reason(&twice).as_deref(), Some("cpu_usage_avg_5m 76.3% > 65%"));
+    // load-filter: off passes whatever the load, as a DaemonSet pod does, and still scores.
+    let off =
+        Pod { overrides: Overrides { load_filter_off: true, ..Overrides::default() }, ..twice };
+    assert_eq!(reason(&off), None);
+    assert!(off.bypasses_load_filters());
+    // A prod pod (priority 9000) is held to 60 %: half the factor no longer fits.
+    let prod = Pod { priority: 9000, ..half.clone() };
+    assert_eq!(reason(&prod).as_deref(), Some("cpu_usage_avg_5m 60.3% > 60%"));
+    let below = Pod { priority: 8999, ..half };
+    assert_eq!(reason(&below), None);
+    // The prepared table answers the same (the columns path reads the plan's threshold).
+    let table = Prepared::build(&policy, &snap, NOW);
+    let via_table =
+        evaluate(&policy, &snap, Some(&table), &prod, Ask::Evaluate, Candidates::All, NOW);
+    assert_eq!(via_table.scores, vec![None]);
+    assert_eq!(
+        via_table.rejected.iter().next().map(|(_, r)| r.to_owned()).as_deref(),
+        Some("cpu_usage_avg_5m 60.3% > 60%")
+    );
+}

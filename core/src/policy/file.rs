@@ -29,6 +29,7 @@ struct PolicyFile {
     node_mapping: Option<NodeMappingFile>,
     extender: Option<ExtenderFile>,
     rounding: Option<RoundingFile>,
+    priorities: Option<Vec<PriorityFile>>,
 }
 
 /// The policy's text, for pointing an error at the line of a field.
@@ -107,8 +108,10 @@ pub fn parse_policy(text: &str) -> Result<Policy, PolicyError> {
         absorb_window: ledger_file.absorb_window.map(|w| w.0),
     };
     let curve = curve(&at, file.curve)?;
+    let metrics = metrics(&at, file.metrics, &metric_defaults, &curve)?;
     Ok(Policy {
-        metrics: metrics(&at, file.metrics, &metric_defaults, &curve)?,
+        priorities: priorities(&at, file.priorities, &metrics)?,
+        metrics,
         curve,
         combine: combine(file.combine),
         estimator: estimator(file.estimator),

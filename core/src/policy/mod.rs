@@ -197,6 +197,17 @@ pub enum ScoreMapping {
     Rescale,
 }
 
+/// Thresholds for the pods at or above a priority (Koordinator's prod/batch split,
+/// docs/policy.md#thresholds-per-priority): each replaces the `filterAbove` of the metrics
+/// it names, for a pod whose `spec.priority` is at least `min_priority` (and below the
+/// next tier's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PriorityTier {
+    pub min_priority: i32,
+    /// (index into `Policy::metrics`, threshold in percent), in the file's order.
+    pub filter_above: Vec<(usize, f64)>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Policy {
     pub metrics: Vec<MetricSpec>,
@@ -210,6 +221,8 @@ pub struct Policy {
     pub node_labels: Vec<String>,
     pub extender_score_mapping: ScoreMapping,
     pub rounding: Rounding,
+    /// Ordered by `min_priority`, highest first; empty: every pod gets the metrics' own.
+    pub priorities: Vec<PriorityTier>,
 }
 
 /// Scrape interval and recording-rule evaluation lag of the shipped Prometheus set-up.
@@ -333,6 +346,7 @@ impl Default for Policy {
             node_labels: vec!["node".into(), "nodename".into(), "instance".into()],
             extender_score_mapping: ScoreMapping::Round,
             rounding: Rounding::Nearest,
+            priorities: Vec::new(),
         }
     }
 }
@@ -340,6 +354,17 @@ impl Default for Policy {
 impl Policy {
     pub fn metric(&self, name: &str) -> Option<&MetricSpec> {
         self.metrics.iter().find(|m| m.name == name)
+    }
+
+    /// Filter's threshold of `metrics[index]` for a pod of `priority`. The pod's tier is the
+    /// one with the highest `min_priority` at or below its priority; a metric that tier
+    /// names takes the tier's threshold, every other metric keeps its own `filterAbove`.
+    pub fn filter_above(&self, index: usize, priority: i32) -> Option<f64> {
+        let own = self.metrics.get(index).and_then(|m| m.filter_above);
+        let Some(tier) = self.priorities.iter().find(|t| t.min_priority <= priority) else {
+            return own;
+        };
+        tier.filter_above.iter().find(|(i, _)| *i == index).map(|(_, limit)| *limit).or(own)
     }
 
     /// The curve a metric is scored with: its own, else the policy's.

@@ -15,7 +15,7 @@ use waterline_api::v1 as pb;
 use waterline_api::v1::scorer_service_server::{ScorerService, ScorerServiceServer};
 use waterline_core::Policy;
 use waterline_core::policy::ScoreMapping;
-use waterline_runtime::policy::PolicyHandle;
+use waterline_runtime::policy::Policies;
 
 use super::*;
 use crate::cache::ScoreCache;
@@ -36,6 +36,8 @@ struct FakeScorer {
     calls: Arc<AtomicUsize>,
     by_rpc: Arc<Mutex<HashMap<&'static str, usize>>>,
     last_pod: Arc<Mutex<Option<pb::PodInfo>>>,
+    /// Every (RPC, policy name) asked, in order.
+    policies: Arc<Mutex<Vec<(&'static str, String)>>>,
     reserves: Reserves,
 }
 
@@ -70,6 +72,7 @@ impl ScorerService for FakeScorer {
         }
         let request = request.into_inner();
         *self.last_pod.lock().unwrap() = request.pod.clone();
+        self.policies.lock().unwrap().push(("Evaluate", request.policy.clone()));
         let mut response = pb::EvaluateResponse::default();
         for name in &request.node_names {
             match self.rejected.get(name) {
@@ -116,6 +119,7 @@ impl ScorerService for FakeScorer {
         self.called("Score").await;
         let request = request.into_inner();
         *self.last_pod.lock().unwrap() = request.pod.clone();
+        self.policies.lock().unwrap().push(("Score", request.policy.clone()));
         let score_of = |n: &String| self.score_of(n);
         if request.scores_only && !self.names_only {
             return Ok(GrpcResponse::new(pb::ScoreResponse {
@@ -128,7 +132,11 @@ impl ScorerService for FakeScorer {
             .node_names
             .iter()
             .rev()
-            .map(|n| pb::NodeScore { node_name: n.clone(), score: score_of(n), terms: vec![] })
+            .map(|n| pb::NodeScore {
+                node_name: n.clone(),
+                score: score_of(n) as i32,
+                terms: vec![],
+            })
             .collect();
         Ok(GrpcResponse::new(pb::ScoreResponse { scores, ..pb::ScoreResponse::default() }))
     }
@@ -213,12 +221,14 @@ fn extender_with(
 ) -> (Arc<Extender>, axum::Router) {
     let channel = tonic::transport::Endpoint::from_shared(url).unwrap().connect_lazy();
     let policy = Policy { extender_score_mapping: mapping, ..Policy::default() };
+    // A named policy beside the default, its verbs under /waterline/v1/batch/.
+    let batch = Policy { extender_score_mapping: ScoreMapping::Rescale, ..Policy::default() };
     let metrics = Metrics::register(&mut Registry::default());
     let extender = Arc::new(Extender {
         scorer: ScorerClient::new(channel, timeout, &metrics),
         scheduler_names: ["waterline-scheduler".to_owned()].into(),
         max_nodes: 5,
-        policy: PolicyHandle::new(policy),
+        policies: Policies::from_policies(policy, vec![("batch".into(), batch)]),
         metrics,
         binder: None,
         cache: ScoreCache::new(cache_ttl, 100),
@@ -712,4 +722,47 @@ fn prefixes_are_normalised() {
     assert_eq!(normalize_prefix("waterline/v1/"), "/waterline/v1");
     assert_eq!(normalize_prefix("/"), "");
     assert_eq!(normalize_prefix(""), "");
+}
+
+/// One URL prefix per policy: the verbs under `/waterline/v1/batch/` ask the scorer for
+/// policy `batch` and map scores by its `extender.scoreMapping`; the default prefix asks
+/// for the default (the empty name); a name the extender does not serve is a 404.
+#[tokio::test]
+async fn each_policy_has_its_url_prefix_and_is_named_to_the_scorer() {
+    let fake = FakeScorer {
+        scores: [("n1".into(), 24), ("n2".into(), 45), ("n3".into(), 100)].into(),
+        ..FakeScorer::default()
+    };
+    let asked = fake.policies.clone();
+    let s = setup_with(fake, ScoreMapping::Round).await;
+    let body = || names_body(POD, &["n1", "n2", "n3"]);
+    let (status, round) = post(&s.router, "prioritize", body()).await;
+    assert_eq!(status, StatusCode::OK);
+    // round(score / 10)
+    assert_eq!(
+        round,
+        r#"[{"Host":"n1","Score":2},{"Host":"n2","Score":5},{"Host":"n3","Score":10}]"#
+    );
+    let (status, rescaled) = post(&s.router, "batch/prioritize", body()).await;
+    assert_eq!(status, StatusCode::OK);
+    // Rescaled: 24 → 0, 100 → 10, 45 → 21/76 × 10 = 2.76 → 3.
+    assert_eq!(
+        rescaled,
+        r#"[{"Host":"n1","Score":0},{"Host":"n2","Score":3},{"Host":"n3","Score":10}]"#
+    );
+    let (status, _) = post(&s.router, "batch/filter", body()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [
+            ("Score", String::new()),
+            ("Score", "batch".to_string()),
+            ("Evaluate", "batch".to_string())
+        ]
+    );
+    let (status, body) = post(&s.router, "web/filter", body()).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::NOT_FOUND, r#"{"Error":"no such extender verb"}"#)
+    );
 }

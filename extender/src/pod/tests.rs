@@ -141,6 +141,10 @@ struct Case {
     limits: Amounts,
     estimate: Amounts,
     owner_kind: Option<String>,
+    owner_name: Option<String>,
+    priority: Option<i32>,
+    /// The `waterline.io/` annotations a reader keeps (every other key dropped).
+    annotations: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[test]
@@ -178,6 +182,17 @@ fn the_shared_fixture_table_holds_for_the_wire_pod() {
         );
         if let Some(kind) = &case.owner_kind {
             assert_eq!(&info.owner_kind, kind, "{name}: owner kind");
+        }
+        if let Some(owner) = &case.owner_name {
+            assert_eq!(&info.owner_name, owner, "{name}: owner name");
+        }
+        if let Some(priority) = case.priority {
+            assert_eq!(info.priority, priority, "{name}: priority");
+        }
+        if let Some(annotations) = &case.annotations {
+            let kept: std::collections::BTreeMap<String, String> =
+                info.annotations.clone().into_iter().collect();
+            assert_eq!(&kept, annotations, "{name}: annotations");
         }
     }
 }

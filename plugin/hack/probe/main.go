@@ -92,7 +92,7 @@ func score(ctx context.Context, c waterlinev1.ScorerServiceClient, pod *waterlin
 	}
 	// Ties are listed together: the scheduler picks one of them at random.
 	var best []string
-	bestScore := int64(-1)
+	bestScore := int32(-1)
 	for _, ns := range s.GetScores() {
 		fmt.Printf("score %s %d\n", ns.GetNodeName(), ns.GetScore())
 		switch {

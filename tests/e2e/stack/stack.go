@@ -52,6 +52,8 @@ type Options struct {
 	ExtenderArgs []string
 	// CollectorArgs: extra flags for waterline-collector.
 	CollectorArgs []string
+	// ScorerArgs: extra flags for waterline-scorer (e.g. `--policy NAME=PATH`).
+	ScorerArgs []string
 }
 
 // Service is one waterline process of the stack and its two listeners.
@@ -231,9 +233,9 @@ func New(ctx context.Context, t testing.TB, o Options) *Stack {
 	s.CollectorClient = wlv1.NewCollectorServiceClient(s.dial(s.Collector.Addr))
 
 	s.Scorer = Service{Addr: FreeAddr(t), Admin: FreeAddr(t)}
-	s.Scorer.Proc = StartProc(t, "scorer", NeedBinary(t, "waterline-scorer"),
-		"--grpc-addr", s.Scorer.Addr, "--admin-addr", s.Scorer.Admin,
-		"--collector-url", "http://"+s.Collector.Addr, "--policy", s.PolicyPath)
+	sargs := []string{"--grpc-addr", s.Scorer.Addr, "--admin-addr", s.Scorer.Admin,
+		"--collector-url", "http://" + s.Collector.Addr, "--policy", s.PolicyPath}
+	s.Scorer.Proc = StartProc(t, "scorer", NeedBinary(t, "waterline-scorer"), append(sargs, o.ScorerArgs...)...)
 	s.Scorer.WaitReady(ctx, t)
 	s.ScorerClient = wlv1.NewScorerServiceClient(s.dial(s.Scorer.Addr))
 

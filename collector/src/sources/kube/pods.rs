@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tokio::sync::watch;
 use waterline_core::placement::{PlacementError, placement};
 use waterline_core::pod::{
-    ContainerResources, EffectiveResources, InitContainerResources, PodSpecResources, ResourceList,
-    effective_resources,
+    ContainerResources, EffectiveResources, InitContainerResources, Overrides, PodSpecResources,
+    ResourceList, effective_resources, waterline_annotations,
 };
 use waterline_core::policy::Policy;
 use waterline_core::quantity::{parse_bytes, parse_cpu_millis};
@@ -136,10 +136,22 @@ pub fn placed_at(pod: &KubePod) -> Option<UnixMillis> {
     scheduled.or(started).or(created).map(|t| UnixMillis(t.0.as_millisecond()))
 }
 
-/// The pod as the domain sees it (for the estimator).
+/// The pod as the domain sees it (for the estimator). A `waterline.io/` annotation with a
+/// bad value is logged and left out: the pod is placed already, and its load must count.
 pub fn domain_pod(pod: &KubePod) -> Result<Pod, PodError> {
     let resources = pod_resources(pod)?;
     let meta = &pod.metadata;
+    let owner = meta.owner_references.iter().flatten().find(|o| o.controller == Some(true));
+    let annotations = meta.annotations.as_ref().map(waterline_annotations).unwrap_or_default();
+    let overrides = Overrides::from_annotations(&annotations).unwrap_or_else(|error| {
+        let pod = format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or(""),
+            meta.name.as_deref().unwrap_or("")
+        );
+        tracing::warn!(%pod, %error, "pod annotation ignored");
+        Overrides::default()
+    });
     Ok(Pod {
         namespace: meta.namespace.clone().unwrap_or_default(),
         name: meta.name.clone().unwrap_or_default(),
@@ -149,13 +161,10 @@ pub fn domain_pod(pod: &KubePod) -> Result<Pod, PodError> {
         cpu_limit_millis: resources.cpu_limit_millis,
         memory_request_bytes: resources.memory_request_bytes,
         memory_limit_bytes: resources.memory_limit_bytes,
-        owner_kind: meta
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true))
-            .map(|o| o.kind.clone())
-            .unwrap_or_default(),
+        owner_kind: owner.map(|o| o.kind.clone()).unwrap_or_default(),
+        owner_name: owner.map(|o| o.name.clone()).unwrap_or_default(),
+        priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or_default(),
+        overrides,
     })
 }
 

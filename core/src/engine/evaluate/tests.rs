@@ -59,6 +59,14 @@ ledger: {enabled: false}
 ",
         "\
 metrics:
+  - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 0.5, filterAbove: 65}
+  - {name: mem_usage_avg_5m, resource: memory, query: q, period: 30s, weight: 0.5}
+priorities:
+  - {minPriority: 9000, filterAbove: {cpu_usage_avg_5m: 40, mem_usage_avg_5m: 50}}
+  - {minPriority: 0, filterAbove: {cpu_usage_avg_5m: 80}}
+",
+        "\
+metrics:
   - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 0.3, filterAbove: 50}
   - {name: mem_used, resource: memory, query: q, period: 1m, weight: 1, filterAbove: 60, window: 5m, direction: higherIsBetter, curve: {kind: leastUsed}}
   - {name: net, resource: other, query: q, period: 1m, weight: 0.5, unit: bytesPerSecond, max: 1e8, filterAbove: 80, curve: {kind: leastUsed}}
@@ -174,30 +182,44 @@ fn apply(snap: &mut Snapshot, change: &Change, metrics: &[String]) {
 }
 
 fn pod() -> impl Strategy<Value = Pod> {
-    (0i64..4000, 0i64..4000, 0i64..(4 << 30), 0i64..(4 << 30), any::<bool>(), 0..8u8).prop_map(
-        |(
-            cpu_request_millis,
-            cpu_limit_millis,
-            memory_request_bytes,
-            memory_limit_bytes,
-            app,
-            kind,
-        )| Pod {
-            namespace: "default".into(),
-            name: "incoming".into(),
-            uid: "incoming".into(),
-            labels: if app {
-                BTreeMap::from([("app".into(), "a".into())])
-            } else {
-                BTreeMap::new()
-            },
-            cpu_request_millis,
-            cpu_limit_millis,
-            memory_request_bytes,
-            memory_limit_bytes,
-            owner_kind: if kind == 0 { "DaemonSet".into() } else { String::new() },
-        },
+    (
+        (0i64..4000, 0i64..4000, 0i64..(4 << 30), 0i64..(4 << 30), any::<bool>(), 0..8u8),
+        (prop_oneof![Just(-1), Just(0), Just(8999), Just(9000), Just(20_000)], 0..6u8, 0..8u8),
     )
+        .prop_map(
+            |(
+                (
+                    cpu_request_millis,
+                    cpu_limit_millis,
+                    memory_request_bytes,
+                    memory_limit_bytes,
+                    app,
+                    kind,
+                ),
+                (priority, factor, off),
+            )| Pod {
+                namespace: "default".into(),
+                name: "incoming".into(),
+                uid: "incoming".into(),
+                labels: if app {
+                    BTreeMap::from([("app".into(), "a".into())])
+                } else {
+                    BTreeMap::new()
+                },
+                cpu_request_millis,
+                cpu_limit_millis,
+                memory_request_bytes,
+                memory_limit_bytes,
+                owner_kind: if kind == 0 { "DaemonSet".into() } else { String::new() },
+                owner_name: String::new(),
+                priority,
+                overrides: crate::pod::Overrides {
+                    estimate_factor: [None, Some(0.5), Some(2.0), None, Some(1.0), Some(3.0)]
+                        [usize::from(factor)],
+                    load_filter_off: off == 0,
+                },
+            },
+        )
 }
 
 proptest! {

@@ -502,3 +502,51 @@ pub(super) fn rounding(file: Option<RoundingFile>) -> Rounding {
         Some(RoundingFile::Truncate) => Rounding::Truncate,
     }
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct PriorityFile {
+    min_priority: i32,
+    /// Metric name → threshold in percent.
+    filter_above: std::collections::BTreeMap<String, Percent>,
+}
+
+/// `priorities`: each tier's metrics must be the policy's, with a threshold they may carry
+/// (not a `maxOfCandidates` one), and no two tiers may start at the same priority.
+pub(super) fn priorities(
+    at: &Located,
+    file: Option<Vec<PriorityFile>>,
+    metrics: &[MetricSpec],
+) -> Result<Vec<PriorityTier>, PolicyError> {
+    let mut tiers: Vec<PriorityTier> = Vec::new();
+    for (i, tier) in file.unwrap_or_default().into_iter().enumerate() {
+        if let Some(earlier) = tiers.iter().position(|t| t.min_priority == tier.min_priority) {
+            let field = format!("priorities[{i}].minPriority");
+            let why = format!("{} is already priorities[{earlier}]'s", tier.min_priority);
+            return Err(at.error(&field, &why, "minPriority", i));
+        }
+        if tier.filter_above.is_empty() {
+            let field = format!("priorities[{i}].filterAbove");
+            let why = "name at least one metric and its threshold";
+            return Err(at.error(&field, why, "filterAbove", i));
+        }
+        let mut filter_above = Vec::with_capacity(tier.filter_above.len());
+        for (name, limit) in tier.filter_above {
+            let field = format!("priorities[{i}].filterAbove.{name}");
+            let needle = format!("{name}:");
+            let Some(index) = metrics.iter().position(|m| m.name == name) else {
+                let known: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
+                let why = format!("not a metric of the policy (its metrics: {})", known.join(", "));
+                return Err(at.error(&field, &why, &needle, 0));
+            };
+            if metrics[index].normalize == Normalize::MaxOfCandidates {
+                let why = "a maxOfCandidates metric has no threshold: it would reject the busiest candidate whatever its load";
+                return Err(at.error(&field, why, &needle, 0));
+            }
+            filter_above.push((index, limit.0));
+        }
+        tiers.push(PriorityTier { min_priority: tier.min_priority, filter_above });
+    }
+    tiers.sort_by_key(|t| std::cmp::Reverse(t.min_priority));
+    Ok(tiers)
+}

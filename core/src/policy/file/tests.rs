@@ -316,3 +316,73 @@ fn a_huge_period_saturates_what_derives_from_it_instead_of_overflowing() {
     assert_eq!(policy.metrics[0].max_age, Millis(150_000));
     assert_eq!(policy.metrics[0].absorb_window, Millis::from_mins(7));
 }
+
+#[test]
+fn priority_tiers_replace_the_thresholds_they_name() {
+    // Koordinator's split: prod pods (priority 9000 and up) held to lower thresholds than
+    // batch pods, which may fill nodes further (docs/policy.md#thresholds-per-priority).
+    let text = "\
+priorities:
+  - minPriority: 0
+    filterAbove:
+      cpu_usage_avg_5m: 85
+  - minPriority: 9000
+    filterAbove:
+      cpu_usage_avg_5m: 60
+      mem_usage_max_avg_1d: 80
+";
+    let policy = parse_policy(text).unwrap();
+    let tiers: Vec<i32> = policy.priorities.iter().map(|t| t.min_priority).collect();
+    assert_eq!(tiers, [9000, 0], "highest first");
+    let cpu = 0; // cpu_usage_avg_5m, 65 by default
+    let mem_day = 5; // mem_usage_max_avg_1d, no threshold by default
+    let mem_hour = 4; // mem_usage_max_avg_1h, 75, named by no tier
+    assert_eq!(policy.filter_above(cpu, 9500), Some(60.0));
+    assert_eq!(policy.filter_above(cpu, 9000), Some(60.0));
+    assert_eq!(policy.filter_above(cpu, 8999), Some(85.0));
+    assert_eq!(policy.filter_above(cpu, 0), Some(85.0));
+    // Below every tier: the metric's own.
+    assert_eq!(policy.filter_above(cpu, -1), Some(65.0));
+    assert_eq!(policy.filter_above(mem_day, 9000), Some(80.0));
+    assert_eq!(policy.filter_above(mem_day, 100), None);
+    assert_eq!(policy.filter_above(mem_hour, 9000), Some(75.0));
+    // No tiers: every priority gets the metrics' own.
+    assert_eq!(Policy::default().filter_above(cpu, 10_000), Some(65.0));
+}
+
+#[test]
+fn priority_tier_errors_name_the_field_and_line() {
+    let unknown =
+        "priorities:\n  - minPriority: 9000\n    filterAbove:\n      cpu_usage_avg_1m: 60\n";
+    let err = parse_policy(unknown).unwrap_err().0;
+    assert!(err.starts_with("priorities[0].filterAbove.cpu_usage_avg_1m: not a metric"), "{err}");
+    assert!(err.contains("cpu_usage_avg_5m") && err.ends_with("(line 4)"), "{err}");
+
+    let twice = "priorities:\n  - {minPriority: 1, filterAbove: {cpu_usage_avg_5m: 60}}\n  - minPriority: 1\n    filterAbove: {cpu_usage_avg_5m: 70}\n";
+    let err = parse_policy(twice).unwrap_err().0;
+    assert_eq!(err, "priorities[1].minPriority: 1 is already priorities[0]'s (line 3)");
+
+    let empty = "priorities:\n  - minPriority: 1\n    filterAbove: {}\n";
+    let err = parse_policy(empty).unwrap_err().0;
+    assert!(
+        err.starts_with("priorities[0].filterAbove: name at least one")
+            && err.ends_with("(line 3)"),
+        "{err}"
+    );
+
+    // Values are checked while they are read: path and line from serde.
+    let over = "priorities:\n  - minPriority: 1\n    filterAbove:\n      cpu_usage_avg_5m: 120\n";
+    let err = parse_policy(over).unwrap_err().0;
+    assert!(
+        err.contains("priorities[0].filterAbove.cpu_usage_avg_5m") && err.contains("line 4"),
+        "{err}"
+    );
+
+    let relative = "metrics:\n  - {name: net, resource: other, query: q, period: 30s, weight: 1, unit: raw, normalize: maxOfCandidates}\npriorities:\n  - minPriority: 1\n    filterAbove:\n      net: 50\n";
+    let err = parse_policy(relative).unwrap_err().0;
+    assert!(
+        err.starts_with("priorities[0].filterAbove.net: a maxOfCandidates metric")
+            && err.ends_with("(line 6)"),
+        "{err}"
+    );
+}

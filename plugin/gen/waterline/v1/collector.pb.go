@@ -662,9 +662,11 @@ type ShadowDecision struct {
 	PodUid       string                 `protobuf:"bytes,3,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
 	// The scheduler that made the bind (spec.schedulerName).
 	SchedulerName string `protobuf:"bytes,4,opt,name=scheduler_name,json=schedulerName,proto3" json:"scheduler_name,omitempty"`
-	// The node the scheduler chose, and waterline's score of it (0..100) for this pod.
+	// The node the scheduler chose, and waterline's score of it (0..100) for this pod. The
+	// scores and regret are int32 (once int64: the same varint on the wire) so JSON clients
+	// see numbers.
 	ChosenNode  string `protobuf:"bytes,5,opt,name=chosen_node,json=chosenNode,proto3" json:"chosen_node,omitempty"`
-	ChosenScore int64  `protobuf:"varint,6,opt,name=chosen_score,json=chosenScore,proto3" json:"chosen_score,omitempty"`
+	ChosenScore int32  `protobuf:"varint,6,opt,name=chosen_score,json=chosenScore,proto3" json:"chosen_score,omitempty"`
 	// Why waterline's Filter would reject the chosen node, as Filter words it (e.g.
 	// "cpu_usage_avg_5m 90.6% > 65%"); empty when Filter would accept it.
 	RejectedReason string `protobuf:"bytes,7,opt,name=rejected_reason,json=rejectedReason,proto3" json:"rejected_reason,omitempty"`
@@ -679,9 +681,9 @@ type ShadowDecision struct {
 	// Waterline's best node: the highest score among the nodes that fit the requests and
 	// pass Filter (the chosen node on a tie). Empty: no node would have taken the pod.
 	BestNode  string `protobuf:"bytes,11,opt,name=best_node,json=bestNode,proto3" json:"best_node,omitempty"`
-	BestScore int64  `protobuf:"varint,12,opt,name=best_score,json=bestScore,proto3" json:"best_score,omitempty"`
+	BestScore int32  `protobuf:"varint,12,opt,name=best_score,json=bestScore,proto3" json:"best_score,omitempty"`
 	// best_score - chosen_score, at least 0 (0 without a best node).
-	Regret int64 `protobuf:"varint,13,opt,name=regret,proto3" json:"regret,omitempty"`
+	Regret int32 `protobuf:"varint,13,opt,name=regret,proto3" json:"regret,omitempty"`
 	// The chosen node's predicted utilisation (observed + ledger + this pod) of each
 	// water-level metric with a fresh sample, against the metric's target.
 	ChosenLevels []*ShadowLevel `protobuf:"bytes,14,rep,name=chosen_levels,json=chosenLevels,proto3" json:"chosen_levels,omitempty"`
@@ -761,7 +763,7 @@ func (x *ShadowDecision) GetChosenNode() string {
 	return ""
 }
 
-func (x *ShadowDecision) GetChosenScore() int64 {
+func (x *ShadowDecision) GetChosenScore() int32 {
 	if x != nil {
 		return x.ChosenScore
 	}
@@ -803,14 +805,14 @@ func (x *ShadowDecision) GetBestNode() string {
 	return ""
 }
 
-func (x *ShadowDecision) GetBestScore() int64 {
+func (x *ShadowDecision) GetBestScore() int32 {
 	if x != nil {
 		return x.BestScore
 	}
 	return 0
 }
 
-func (x *ShadowDecision) GetRegret() int64 {
+func (x *ShadowDecision) GetRegret() int32 {
 	if x != nil {
 		return x.Regret
 	}
@@ -974,7 +976,7 @@ const file_waterline_v1_collector_proto_rawDesc = "" +
 	"\x0escheduler_name\x18\x04 \x01(\tR\rschedulerName\x12\x1f\n" +
 	"\vchosen_node\x18\x05 \x01(\tR\n" +
 	"chosenNode\x12!\n" +
-	"\fchosen_score\x18\x06 \x01(\x03R\vchosenScore\x12'\n" +
+	"\fchosen_score\x18\x06 \x01(\x05R\vchosenScore\x12'\n" +
 	"\x0frejected_reason\x18\a \x01(\tR\x0erejectedReason\x12\x1f\n" +
 	"\vrejected_by\x18\b \x03(\tR\n" +
 	"rejectedBy\x120\n" +
@@ -983,8 +985,8 @@ const file_waterline_v1_collector_proto_rawDesc = "" +
 	" \x01(\bR\vchosenKnown\x12\x1b\n" +
 	"\tbest_node\x18\v \x01(\tR\bbestNode\x12\x1d\n" +
 	"\n" +
-	"best_score\x18\f \x01(\x03R\tbestScore\x12\x16\n" +
-	"\x06regret\x18\r \x01(\x03R\x06regret\x12>\n" +
+	"best_score\x18\f \x01(\x05R\tbestScore\x12\x16\n" +
+	"\x06regret\x18\r \x01(\x05R\x06regret\x12>\n" +
 	"\rchosen_levels\x18\x0e \x03(\v2\x19.waterline.v1.ShadowLevelR\fchosenLevels\x12'\n" +
 	"\x0fcandidate_nodes\x18\x0f \x01(\rR\x0ecandidateNodes\x12#\n" +
 	"\rfitting_nodes\x18\x10 \x01(\rR\ffittingNodes\x12%\n" +

@@ -28,7 +28,10 @@ type EvaluateRequest struct {
 	// The candidate nodes. Must be empty when all_nodes is set.
 	NodeNames []string `protobuf:"bytes,2,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
 	// Evaluate every node in the scorer's snapshot instead of node_names.
-	AllNodes      bool `protobuf:"varint,3,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	AllNodes bool `protobuf:"varint,3,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	// The scorer's named policy to answer with (--policy NAME=PATH); empty: the default
+	// policy. A name the scorer does not serve is INVALID_ARGUMENT naming the ones it does.
+	Policy        string `protobuf:"bytes,4,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -82,6 +85,13 @@ func (x *EvaluateRequest) GetAllNodes() bool {
 		return x.AllNodes
 	}
 	return false
+}
+
+func (x *EvaluateRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
 }
 
 type EvaluateResponse struct {
@@ -281,8 +291,11 @@ type SessionEvaluate struct {
 	// The generation of the node table the client holds; 0 when it has none. When the
 	// scorer's table is another generation, a NodeTable precedes the answer.
 	NodeTableGeneration uint64 `protobuf:"varint,3,opt,name=node_table_generation,json=nodeTableGeneration,proto3" json:"node_table_generation,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// As EvaluateRequest.policy (an unknown name answers with `error`). Per message, not per
+	// stream: a scheduler with several profiles shares one stream between them.
+	Policy        string `protobuf:"bytes,4,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionEvaluate) Reset() {
@@ -334,6 +347,13 @@ func (x *SessionEvaluate) GetNodeTableGeneration() uint64 {
 		return x.NodeTableGeneration
 	}
 	return 0
+}
+
+func (x *SessionEvaluate) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
 }
 
 type SessionReserve struct {
@@ -780,7 +800,10 @@ type FilterRequest struct {
 	// anyway, such as the scheduler plugin: only the rejected names cross the wire, and the
 	// scorer walks its node table instead of looking up each name. A node the scorer does
 	// not know is never rejected, as with node_names.
-	AllNodes      bool `protobuf:"varint,3,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	AllNodes bool `protobuf:"varint,3,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	// The scorer's named policy to answer with (--policy NAME=PATH); empty: the default
+	// policy. A name the scorer does not serve is INVALID_ARGUMENT naming the ones it does.
+	Policy        string `protobuf:"bytes,4,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -834,6 +857,13 @@ func (x *FilterRequest) GetAllNodes() bool {
 		return x.AllNodes
 	}
 	return false
+}
+
+func (x *FilterRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
 }
 
 type FilterResponse struct {
@@ -909,7 +939,10 @@ type ScoreRequest struct {
 	// entry, same order) and leave `scores` empty. For callers that hold the names already,
 	// such as the extender adapter and the scheduler plugin: the names do not cross the wire
 	// a second time and neither side allocates them again. Cannot be combined with explain.
-	ScoresOnly    bool `protobuf:"varint,4,opt,name=scores_only,json=scoresOnly,proto3" json:"scores_only,omitempty"`
+	ScoresOnly bool `protobuf:"varint,4,opt,name=scores_only,json=scoresOnly,proto3" json:"scores_only,omitempty"`
+	// The scorer's named policy to answer with (--policy NAME=PATH); empty: the default
+	// policy. A name the scorer does not serve is INVALID_ARGUMENT naming the ones it does.
+	Policy        string `protobuf:"bytes,5,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -972,14 +1005,19 @@ func (x *ScoreRequest) GetScoresOnly() bool {
 	return false
 }
 
+func (x *ScoreRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
 type ScoreResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In the order of the request's node_names. Empty when the request set scores_only.
 	Scores      []*NodeScore         `protobuf:"bytes,1,rep,name=scores,proto3" json:"scores,omitempty"`
 	SnapshotAge *durationpb.Duration `protobuf:"bytes,2,opt,name=snapshot_age,json=snapshotAge,proto3" json:"snapshot_age,omitempty"`
 	// When the request set scores_only: the score (0..100) of node_names[i] at index i.
-	// int32 (NodeScore.score is int64) so JSON clients such as grpcurl see numbers, not the
-	// strings proto3 JSON uses for 64-bit integers.
 	OrderedScores []int32 `protobuf:"varint,3,rep,packed,name=ordered_scores,json=orderedScores,proto3" json:"ordered_scores,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1039,8 +1077,10 @@ func (x *ScoreResponse) GetOrderedScores() []int32 {
 type NodeScore struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	NodeName string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	// 0..100, higher is better.
-	Score         int64        `protobuf:"varint,2,opt,name=score,proto3" json:"score,omitempty"`
+	// 0..100, higher is better. int32 (it was int64, the same varint on the wire, so old
+	// clients decode it unchanged) so JSON clients such as grpcurl see a number, not the
+	// string proto3 JSON uses for 64-bit integers.
+	Score         int32        `protobuf:"varint,2,opt,name=score,proto3" json:"score,omitempty"`
 	Terms         []*ScoreTerm `protobuf:"bytes,3,rep,name=terms,proto3" json:"terms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1083,7 +1123,7 @@ func (x *NodeScore) GetNodeName() string {
 	return ""
 }
 
-func (x *NodeScore) GetScore() int64 {
+func (x *NodeScore) GetScore() int32 {
 	if x != nil {
 		return x.Score
 	}
@@ -1400,12 +1440,13 @@ var File_waterline_v1_scorer_proto protoreflect.FileDescriptor
 
 const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\n" +
-	"\x19waterline/v1/scorer.proto\x12\fwaterline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18waterline/v1/types.proto\"v\n" +
+	"\x19waterline/v1/scorer.proto\x12\fwaterline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18waterline/v1/types.proto\"\x8e\x01\n" +
 	"\x0fEvaluateRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1d\n" +
 	"\n" +
 	"node_names\x18\x02 \x03(\tR\tnodeNames\x12\x1b\n" +
-	"\tall_nodes\x18\x03 \x01(\bR\ballNodes\"\xfc\x02\n" +
+	"\tall_nodes\x18\x03 \x01(\bR\ballNodes\x12\x16\n" +
+	"\x06policy\x18\x04 \x01(\tR\x06policy\"\xfc\x02\n" +
 	"\x10EvaluateResponse\x12%\n" +
 	"\x0eordered_scores\x18\x01 \x03(\x05R\rorderedScores\x12H\n" +
 	"\brejected\x18\x02 \x03(\v2,.waterline.v1.EvaluateResponse.RejectedEntryR\brejected\x12%\n" +
@@ -1420,12 +1461,13 @@ const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\bevaluate\x18\x01 \x01(\v2\x1d.waterline.v1.SessionEvaluateH\x00R\bevaluate\x128\n" +
 	"\areserve\x18\x02 \x01(\v2\x1c.waterline.v1.SessionReserveH\x00R\areserve\x12>\n" +
 	"\tunreserve\x18\x03 \x01(\v2\x1e.waterline.v1.SessionUnreserveH\x00R\tunreserveB\t\n" +
-	"\amessage\"\x8d\x01\n" +
+	"\amessage\"\xa5\x01\n" +
 	"\x0fSessionEvaluate\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12'\n" +
 	"\x03pod\x18\x02 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x122\n" +
-	"\x15node_table_generation\x18\x03 \x01(\x04R\x13nodeTableGeneration\"\xb6\x01\n" +
+	"\x15node_table_generation\x18\x03 \x01(\x04R\x13nodeTableGeneration\x12\x16\n" +
+	"\x06policy\x18\x04 \x01(\tR\x06policy\"\xb6\x01\n" +
 	"\x0eSessionReserve\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12'\n" +
 	"\x03pod\x18\x02 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
@@ -1461,33 +1503,35 @@ const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\x05error\x18\b \x01(\tR\x05error\"2\n" +
 	"\n" +
 	"SessionAck\x12$\n" +
-	"\x0eup_to_sequence\x18\x01 \x01(\x04R\fupToSequence\"t\n" +
+	"\x0eup_to_sequence\x18\x01 \x01(\x04R\fupToSequence\"\x8c\x01\n" +
 	"\rFilterRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1d\n" +
 	"\n" +
 	"node_names\x18\x02 \x03(\tR\tnodeNames\x12\x1b\n" +
-	"\tall_nodes\x18\x03 \x01(\bR\ballNodes\"\xfa\x01\n" +
+	"\tall_nodes\x18\x03 \x01(\bR\ballNodes\x12\x16\n" +
+	"\x06policy\x18\x04 \x01(\tR\x06policy\"\xfa\x01\n" +
 	"\x0eFilterResponse\x12%\n" +
 	"\x0efeasible_nodes\x18\x01 \x03(\tR\rfeasibleNodes\x12F\n" +
 	"\brejected\x18\x02 \x03(\v2*.waterline.v1.FilterResponse.RejectedEntryR\brejected\x12<\n" +
 	"\fsnapshot_age\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vsnapshotAge\x1a;\n" +
 	"\rRejectedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x91\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
 	"\fScoreRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1d\n" +
 	"\n" +
 	"node_names\x18\x02 \x03(\tR\tnodeNames\x12\x18\n" +
 	"\aexplain\x18\x03 \x01(\bR\aexplain\x12\x1f\n" +
 	"\vscores_only\x18\x04 \x01(\bR\n" +
-	"scoresOnly\"\xa5\x01\n" +
+	"scoresOnly\x12\x16\n" +
+	"\x06policy\x18\x05 \x01(\tR\x06policy\"\xa5\x01\n" +
 	"\rScoreResponse\x12/\n" +
 	"\x06scores\x18\x01 \x03(\v2\x17.waterline.v1.NodeScoreR\x06scores\x12<\n" +
 	"\fsnapshot_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vsnapshotAge\x12%\n" +
 	"\x0eordered_scores\x18\x03 \x03(\x05R\rorderedScores\"m\n" +
 	"\tNodeScore\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x14\n" +
-	"\x05score\x18\x02 \x01(\x03R\x05score\x12-\n" +
+	"\x05score\x18\x02 \x01(\x05R\x05score\x12-\n" +
 	"\x05terms\x18\x03 \x03(\v2\x17.waterline.v1.ScoreTermR\x05terms\"\x9c\x02\n" +
 	"\tScoreTerm\x12\x16\n" +
 	"\x06metric\x18\x01 \x01(\tR\x06metric\x12)\n" +

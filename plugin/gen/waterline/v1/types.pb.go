@@ -95,6 +95,17 @@ type PodInfo struct {
 	// Kind of the controlling owner ("DaemonSet" pods bypass load filters).
 	OwnerKind     string `protobuf:"bytes,10,opt,name=owner_kind,json=ownerKind,proto3" json:"owner_kind,omitempty"`
 	SchedulerName string `protobuf:"bytes,11,opt,name=scheduler_name,json=schedulerName,proto3" json:"scheduler_name,omitempty"`
+	// Name of the controlling owner (ownerReferences[controller=true].name; a ReplicaSet's
+	// name for a Deployment's pod); empty for a bare pod. With owner_kind and namespace it
+	// names the pod's workload.
+	OwnerName string `protobuf:"bytes,12,opt,name=owner_name,json=ownerName,proto3" json:"owner_name,omitempty"`
+	// Only the pod's annotations whose key starts with "waterline.io/" (the per-workload
+	// overrides, docs/policy.md#per-workload-overrides): senders drop every other key and the
+	// scorer ignores any that arrive, so a pod's unrelated annotations never cross the wire.
+	Annotations map[string]string `protobuf:"bytes,13,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The pod's resolved priority (spec.priority, set by admission from its priority
+	// class); 0 when unset, as Kubernetes treats a pod without one.
+	Priority      int32 `protobuf:"varint,14,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -204,6 +215,27 @@ func (x *PodInfo) GetSchedulerName() string {
 		return x.SchedulerName
 	}
 	return ""
+}
+
+func (x *PodInfo) GetOwnerName() string {
+	if x != nil {
+		return x.OwnerName
+	}
+	return ""
+}
+
+func (x *PodInfo) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *PodInfo) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
 }
 
 // Allocatable resources of a node; zero when unknown.
@@ -530,7 +562,7 @@ var File_waterline_v1_types_proto protoreflect.FileDescriptor
 
 const file_waterline_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x18waterline/v1/types.proto\x12\fwaterline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe8\x03\n" +
+	"\x18waterline/v1/types.proto\x12\fwaterline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x05\n" +
 	"\aPodInfo\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -544,8 +576,15 @@ const file_waterline_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"owner_kind\x18\n" +
 	" \x01(\tR\townerKind\x12%\n" +
-	"\x0escheduler_name\x18\v \x01(\tR\rschedulerName\x1a9\n" +
+	"\x0escheduler_name\x18\v \x01(\tR\rschedulerName\x12\x1d\n" +
+	"\n" +
+	"owner_name\x18\f \x01(\tR\townerName\x12H\n" +
+	"\vannotations\x18\r \x03(\v2&.waterline.v1.PodInfo.AnnotationsEntryR\vannotations\x12\x1a\n" +
+	"\bpriority\x18\x0e \x01(\x05R\bpriority\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
 	"\bCapacity\x12\x1d\n" +
@@ -603,7 +642,7 @@ func file_waterline_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_waterline_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_waterline_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_waterline_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_waterline_v1_types_proto_goTypes = []any{
 	(LedgerSource)(0),             // 0: waterline.v1.LedgerSource
 	(*PodInfo)(nil),               // 1: waterline.v1.PodInfo
@@ -612,28 +651,30 @@ var file_waterline_v1_types_proto_goTypes = []any{
 	(*NodeState)(nil),             // 4: waterline.v1.NodeState
 	(*LedgerEntry)(nil),           // 5: waterline.v1.LedgerEntry
 	nil,                           // 6: waterline.v1.PodInfo.LabelsEntry
-	nil,                           // 7: waterline.v1.LedgerEntry.LabelsEntry
-	nil,                           // 8: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
+	nil,                           // 7: waterline.v1.PodInfo.AnnotationsEntry
+	nil,                           // 8: waterline.v1.LedgerEntry.LabelsEntry
+	nil,                           // 9: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
 }
 var file_waterline_v1_types_proto_depIdxs = []int32{
 	6,  // 0: waterline.v1.PodInfo.labels:type_name -> waterline.v1.PodInfo.LabelsEntry
-	9,  // 1: waterline.v1.MetricSample.sampled_at:type_name -> google.protobuf.Timestamp
-	2,  // 2: waterline.v1.NodeState.capacity:type_name -> waterline.v1.Capacity
-	3,  // 3: waterline.v1.NodeState.metrics:type_name -> waterline.v1.MetricSample
-	9,  // 4: waterline.v1.LedgerEntry.placed_at:type_name -> google.protobuf.Timestamp
-	0,  // 5: waterline.v1.LedgerEntry.source:type_name -> waterline.v1.LedgerSource
-	7,  // 6: waterline.v1.LedgerEntry.labels:type_name -> waterline.v1.LedgerEntry.LabelsEntry
-	10, // 7: waterline.v1.LedgerEntry.absorb_remaining:type_name -> google.protobuf.Duration
-	8,  // 8: waterline.v1.LedgerEntry.absorb_remaining_by_metric:type_name -> waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
-	9,  // 9: waterline.v1.LedgerEntry.provisional_expires_at:type_name -> google.protobuf.Timestamp
-	10, // 10: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry.value:type_name -> google.protobuf.Duration
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	7,  // 1: waterline.v1.PodInfo.annotations:type_name -> waterline.v1.PodInfo.AnnotationsEntry
+	10, // 2: waterline.v1.MetricSample.sampled_at:type_name -> google.protobuf.Timestamp
+	2,  // 3: waterline.v1.NodeState.capacity:type_name -> waterline.v1.Capacity
+	3,  // 4: waterline.v1.NodeState.metrics:type_name -> waterline.v1.MetricSample
+	10, // 5: waterline.v1.LedgerEntry.placed_at:type_name -> google.protobuf.Timestamp
+	0,  // 6: waterline.v1.LedgerEntry.source:type_name -> waterline.v1.LedgerSource
+	8,  // 7: waterline.v1.LedgerEntry.labels:type_name -> waterline.v1.LedgerEntry.LabelsEntry
+	11, // 8: waterline.v1.LedgerEntry.absorb_remaining:type_name -> google.protobuf.Duration
+	9,  // 9: waterline.v1.LedgerEntry.absorb_remaining_by_metric:type_name -> waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
+	10, // 10: waterline.v1.LedgerEntry.provisional_expires_at:type_name -> google.protobuf.Timestamp
+	11, // 11: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry.value:type_name -> google.protobuf.Duration
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_types_proto_init() }
@@ -647,7 +688,7 @@ func file_waterline_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waterline_v1_types_proto_rawDesc), len(file_waterline_v1_types_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

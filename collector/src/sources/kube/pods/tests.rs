@@ -79,6 +79,29 @@ fn a_bound_pod_becomes_a_watch_entry_placed_at_its_pod_scheduled_time() {
     assert_eq!(domain_pod(&pod).unwrap().owner_kind, "StatefulSet");
 }
 
+/// Owner name, priority and the waterline annotations reach the domain pod; the ledger
+/// entry is priced with the pod's estimate-factor; a bad override value is left out, never
+/// the placement.
+#[test]
+fn owner_priority_and_overrides_are_read_and_price_the_entry() {
+    let mut value = running("1", "1Gi");
+    value["metadata"]["annotations"] = json!({
+        "waterline.io/estimate-factor": "2",
+        "deployment.kubernetes.io/revision": "3"
+    });
+    value["spec"]["priority"] = json!(9000);
+    let pod = kube_pod(value.clone());
+    let domain = domain_pod(&pod).unwrap();
+    assert_eq!((domain.owner_name.as_str(), domain.priority), ("web", 9000));
+    assert_eq!(domain.overrides.estimate_factor, Some(2.0));
+    assert_eq!(placed(&pod).usage.cpu_millis, 1700, "1000m × 0.85 × 2");
+
+    value["metadata"]["annotations"] = json!({"waterline.io/estimate-factor": "two"});
+    let pod = kube_pod(value);
+    assert_eq!(domain_pod(&pod).unwrap().overrides.estimate_factor, None);
+    assert_eq!(placed(&pod).usage.cpu_millis, 850);
+}
+
 #[test]
 fn placement_time_falls_back_to_start_then_creation_and_is_never_now() {
     let mut value = running("1", "1Gi");
@@ -206,6 +229,10 @@ struct Case {
     limits: Amounts,
     estimate: Amounts,
     owner_kind: Option<String>,
+    owner_name: Option<String>,
+    priority: Option<i32>,
+    /// The `waterline.io/` annotations a reader keeps (every other key dropped).
+    annotations: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[test]
@@ -235,6 +262,16 @@ fn the_shared_fixture_table_holds_for_the_pod_watch() {
         );
         if let Some(kind) = &case.owner_kind {
             assert_eq!(&domain.owner_kind, kind, "{name}: owner kind");
+        }
+        if let Some(owner) = &case.owner_name {
+            assert_eq!(&domain.owner_name, owner, "{name}: owner name");
+        }
+        if let Some(priority) = case.priority {
+            assert_eq!(domain.priority, priority, "{name}: priority");
+        }
+        if let Some(annotations) = &case.annotations {
+            let expected = waterline_core::pod::Overrides::from_annotations(annotations).unwrap();
+            assert_eq!(domain.overrides, expected, "{name}: overrides");
         }
     }
 }
