@@ -56,9 +56,10 @@ if [ "${CI:-}" = "true" ]; then
     # A CI machine can be short of disk, and the Go tiers below add ~4 GB of build cache
     # for Kubernetes: keep only the three binaries the end-to-end tier runs and drop the
     # rest of the Rust build (~2 GB). Local runs keep it for fast rebuilds.
-    step "CI: dropping the Rust build output except target/debug/waterline-{collector,scorer,extender}"
+    step "CI: dropping the Rust build output except target/debug/waterline-{collector,scorer,extender} and kubectl-waterline"
     find target/debug -mindepth 1 -maxdepth 1 \
         ! -name waterline-collector ! -name waterline-scorer ! -name waterline-extender \
+        ! -name kubectl-waterline \
         -exec rm -rf {} +
 fi
 
