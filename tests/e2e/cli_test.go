@@ -18,8 +18,9 @@ import (
 // kube-apiserver and kube-scheduler with the plugin, collector with a --static cluster of 4
 // nodes: node-0 at 80 % cpu, the others 20-26 %). After a burst of 6 pods, `top -o json`
 // lists every node with the scorer's verdict (node-0 rejected: cpu filterAbove 65) and
-// the collector's ledger count per node equal to where kube-scheduler bound the pods, and
-// `ledger <node> -o json` names exactly the pods bound there.
+// the collector's ledger count per node equal to where kube-scheduler bound the pods,
+// `ledger <node> -o json` names exactly the pods bound there, and `explain` of a
+// 500m pod gives every node its verdict (node-0 rejected for cpu) with the policy's two terms.
 func TestKubectlWaterline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -107,6 +108,33 @@ func TestKubectlWaterline(t *testing.T) {
 			if !strings.HasPrefix(p.Name, "cli") {
 				t.Errorf("ledger %s: unexpected pod %q", node, p.Name)
 			}
+		}
+	}
+	var explain struct {
+		Nodes []struct {
+			Node     string            `json:"node"`
+			Feasible bool              `json:"feasible"`
+			Reason   *string           `json:"reason"`
+			Rank     *int              `json:"rank"`
+			Terms    []json.RawMessage `json:"terms"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(run("explain", "--cpu", "500m", "--memory", "256Mi"), &explain); err != nil {
+		t.Fatal(err)
+	}
+	if len(explain.Nodes) != nodes {
+		t.Fatalf("explain lists %d nodes, want %d", len(explain.Nodes), nodes)
+	}
+	for _, v := range explain.Nodes {
+		hot := v.Node == stack.NodeName(0)
+		if hot == v.Feasible || (hot && (v.Reason == nil || !strings.Contains(*v.Reason, "cpu_usage_avg_5m"))) {
+			t.Errorf("explain: %s feasible %v, reason %v; want only node-0 rejected, for cpu", v.Node, v.Feasible, v.Reason)
+		}
+		if len(v.Terms) != 2 {
+			t.Errorf("explain: %s has %d terms, the policy has 2 metrics", v.Node, len(v.Terms))
+		}
+		if v.Feasible && v.Rank == nil {
+			t.Errorf("explain: feasible %s has no rank", v.Node)
 		}
 	}
 	t.Logf("kubectl waterline against the e2e stack: bound %s", stack.FmtCounts(counts))
