@@ -8,6 +8,7 @@ pub mod measure;
 pub mod model;
 pub mod pipeline;
 pub mod plot;
+pub mod rebalance;
 pub mod report;
 pub mod scenario;
 pub mod sim;

@@ -75,6 +75,9 @@ pub struct StrategySummary {
     /// (absent for strategies that make none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisional_guesses: Option<crate::strategy::Guesses>,
+    /// With a rebalancing actor: what it did (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebalance: Option<crate::rebalance::RebalanceSummary>,
 }
 
 /// Mean and maximum of [`StrategySummary::unwatched_at_decision`] over the decisions.
@@ -250,6 +253,7 @@ impl Recorder {
                 max: self.unwatched_max,
             },
             provisional_guesses: None,
+            rebalance: None,
         }
     }
 }

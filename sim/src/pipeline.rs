@@ -101,6 +101,8 @@ pub struct MetricsPipeline {
     koordlet: Option<AgentState>,
     metrics_server: Option<AgentState>,
     seed: u64,
+    /// The first this many needs are the strategy's (the rest a rebalancing actor's).
+    strategy_needs: usize,
 }
 
 /// The window a Prometheus rule averages over (0 for the agents' kinds).
@@ -157,6 +159,7 @@ impl MetricsPipeline {
             })
             .collect();
         let n = allocatable.len();
+        let needs_len = needs.len();
         let koordlet = needs.iter().find_map(|need| match need.kind {
             MetricKind::Koordlet { collect, report, window } => Some(AgentState {
                 series: AgentSeries::new(n, window),
@@ -186,6 +189,7 @@ impl MetricsPipeline {
             koordlet,
             metrics_server,
             seed,
+            strategy_needs: needs_len,
         }
     }
 
@@ -246,6 +250,22 @@ impl MetricsPipeline {
             }
         }
         true
+    }
+
+    /// How many of the needs are the strategy's (the rest belong to a rebalancing actor).
+    pub fn strategy_needs(&self) -> usize {
+        self.strategy_needs
+    }
+
+    pub fn set_strategy_needs(&mut self, n: usize) {
+        self.strategy_needs = n.min(self.needs.len());
+    }
+
+    /// Whether the strategy itself reads koordlet's NodeMetric.
+    pub fn strategy_reads_koordlet(&self) -> bool {
+        self.needs[..self.strategy_needs]
+            .iter()
+            .any(|n| matches!(n.kind, MetricKind::Koordlet { .. }))
     }
 
     pub fn needs(&self) -> &[MetricNeed] {

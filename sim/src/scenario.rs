@@ -35,6 +35,9 @@ pub struct Scenario {
     pub scheduler: Scheduler,
     pub nodes: Vec<NodeSpec>,
     pub pods: Vec<PodSpec>,
+    /// When the load step happens (`loadStep:`): the rebalancing measures' recovery time
+    /// counts from it.
+    pub load_step: Option<SimTime>,
 }
 
 impl Scenario {
@@ -227,6 +230,9 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("prometheus-outage", include_str!("../scenarios/prometheus-outage.yaml")),
     ("volatile-stream", include_str!("../scenarios/volatile-stream.yaml")),
     ("volatile-bursts", include_str!("../scenarios/volatile-bursts.yaml")),
+    ("rebalance-step", include_str!("../scenarios/rebalance-step.yaml")),
+    ("rebalance-step-outage", include_str!("../scenarios/rebalance-step-outage.yaml")),
+    ("rebalance-diurnal", include_str!("../scenarios/rebalance-diurnal.yaml")),
 ];
 
 /// A shipped scenario's text by name.

@@ -34,6 +34,10 @@ enum Event {
     Measure,
     Retry(usize),
     Cycle,
+    /// The evicted pod's controller creates its replacement.
+    Recreate(usize),
+    RebalanceRule,
+    Deschedule,
 }
 
 impl Event {
@@ -52,6 +56,9 @@ impl Event {
             Event::Measure => 9,
             Event::Retry(_) => 10,
             Event::Cycle => 11,
+            Event::Recreate(_) => 12,
+            Event::RebalanceRule => 13,
+            Event::Deschedule => 14,
         }
     }
 }
@@ -88,8 +95,31 @@ pub struct Outputs<'a> {
     pub progress: Option<&'a mut dyn FnMut(SimTime)>,
 }
 
+/// From an eviction to the replacement pod's arrival: the ReplicaSet controller's reaction
+/// to the deletion (its watch and a create), about a second on a healthy control plane.
+const RECREATE_DELAY: i64 = 1000;
+
+/// The rebalancing actor of a run and what it did.
+struct Rebalance {
+    actor: Box<dyn crate::rebalance::Rebalancer>,
+    /// Its metrics start at this index of the pipeline's needs.
+    offset: usize,
+    summary: crate::rebalance::RebalanceSummary,
+    /// Recreated pod → the node its predecessor was evicted from.
+    replaced_from: HashMap<usize, usize>,
+    /// The last measure instants from the load step with the hottest node above target +
+    /// 10 pp and above the threshold, and whether the last measure was.
+    last_above_water: Option<SimTime>,
+    last_above_threshold: Option<SimTime>,
+    /// Evicted pod → its node, until the replacement exists.
+    evicted_from: HashMap<usize, usize>,
+}
+
 struct Sim<'s> {
     scenario: &'s Scenario,
+    /// The scenario's pods, then the replacements of evicted pods.
+    specs: Vec<crate::scenario::PodSpec>,
+    rebalance: Option<Rebalance>,
     strategy: &'s mut dyn Strategy,
     /// The path the strategy is wired through (`Strategy::path`).
     path: Path,
@@ -121,13 +151,25 @@ fn view<'a>(
     i: usize,
     controller: Option<&str>,
 ) -> NodeView<'a> {
+    view_of(s, nodes, pipeline, i, controller, 0..pipeline.strategy_needs())
+}
+
+/// The view with the metrics in `range` of the pipeline's needs.
+fn view_of<'a>(
+    s: &'a Scenario,
+    nodes: &'a [NodeRt],
+    pipeline: &'a MetricsPipeline,
+    i: usize,
+    controller: Option<&str>,
+    range: std::ops::Range<usize>,
+) -> NodeView<'a> {
     NodeView {
         name: &s.nodes[i].name,
         allocatable: s.nodes[i].allocatable,
         requested: nodes[i].requested,
         non_zero_requested: nodes[i].non_zero,
         controller_pods: controller.and_then(|c| nodes[i].controllers.get(c)).copied().unwrap_or(0),
-        metrics: pipeline.samples(i),
+        metrics: &pipeline.samples(i)[range],
         pods: &nodes[i].visible,
     }
 }
@@ -143,16 +185,33 @@ pub fn run(
     strategy: &mut dyn Strategy,
     mut out: Outputs<'_>,
 ) -> StrategySummary {
-    let needs = strategy.metrics();
+    let mut needs = strategy.metrics();
     let path = strategy.path(scenario.scheduler.path);
-    let pipeline = MetricsPipeline::new(
+    let rebalance = strategy.rebalancer(scenario.seed).map(|actor| {
+        let offset = needs.len();
+        needs.extend(actor.metrics());
+        Rebalance {
+            actor,
+            offset,
+            summary: Default::default(),
+            replaced_from: HashMap::new(),
+            last_above_water: None,
+            last_above_threshold: None,
+            evicted_from: HashMap::new(),
+        }
+    });
+    let strategy_needs = rebalance.as_ref().map_or(needs.len(), |r| r.offset);
+    let mut pipeline = MetricsPipeline::new(
         scenario.pipeline.clone(),
         needs,
         scenario.nodes.iter().map(|n| n.allocatable).collect(),
         scenario.seed,
     );
+    pipeline.set_strategy_needs(strategy_needs);
     let mut sim = Sim {
         scenario,
+        specs: scenario.pods.clone(),
+        rebalance,
         strategy,
         path,
         pipeline,
@@ -200,6 +259,20 @@ pub fn run(
     let guesses = if path == Path::Extender { sim.strategy.guesses() } else { None };
     let mut summary = sim.recorder.finish(label, pending, in_use, received, per_node);
     summary.provisional_guesses = guesses;
+    summary.rebalance = sim.rebalance.map(|r| {
+        let mut out = r.summary;
+        if let Some(step) = scenario.load_step {
+            let back = |last: Option<SimTime>| match last {
+                // above at the last measure: not back
+                Some(l) if l + scenario.measure_interval.0 > end => None,
+                Some(l) => Some(((l + scenario.measure_interval.0 - step).max(0)) as f64 / 1000.0),
+                None => Some(0.0),
+            };
+            out.back_under_water_s = back(r.last_above_water);
+            out.back_under_threshold_s = back(r.last_above_threshold);
+        }
+        out
+    });
     summary
 }
 
@@ -240,6 +313,14 @@ impl Sim<'_> {
             self.at(first_tick(t0, period), Event::Poll(n));
         }
         self.at(0, Event::Measure);
+        if let Some(r) = &self.rebalance {
+            let rules = r.actor.rule_interval();
+            // the descheduler starts with the run (its first cycle at once)
+            self.at(0, Event::Deschedule);
+            if let Some(every) = rules {
+                self.at(first_tick(t0, every.0), Event::RebalanceRule);
+            }
+        }
         for (i, pod) in self.scenario.pods.iter().enumerate() {
             self.at(pod.arrival.max(t0), Event::Arrive(i));
             if let Some(deletion) = pod.deletion {
@@ -252,7 +333,7 @@ impl Sim<'_> {
         let spec = &self.scenario.nodes[i];
         let (mut cpu, mut memory) = spec.background.at(t, spec.allocatable);
         for &(p, start) in &self.nodes[i].running {
-            let pod = &self.scenario.pods[p];
+            let pod = &self.specs[p];
             let (c, m) = pod.usage.at(t - start, t, pod.pod.limits);
             cpu += c;
             memory += m;
@@ -268,7 +349,7 @@ impl Sim<'_> {
     }
 
     fn pod(&self, p: usize) -> Arc<SimPod> {
-        self.scenario.pods[p].pod.clone()
+        self.specs[p].pod.clone()
     }
 
     fn node_index(&self, name: &str) -> Option<usize> {
@@ -301,8 +382,13 @@ impl Sim<'_> {
             }
             Event::KoordletReport(i) => {
                 if self.pipeline.koordlet_report(i, t) {
-                    let v = view(s, &self.nodes, &self.pipeline, i, None);
-                    self.strategy.on_metrics(instant(t), &[v]);
+                    if self.pipeline.strategy_reads_koordlet() {
+                        let v = view(s, &self.nodes, &self.pipeline, i, None);
+                        self.strategy.on_metrics(instant(t), &[v]);
+                    }
+                    if let Some(r) = &mut self.rebalance {
+                        r.actor.on_node_report(i, t, &self.pipeline.samples(i)[r.offset..]);
+                    }
                 }
                 if let Some((report, _)) = self.pipeline.koordlet_schedule(i) {
                     self.at(t + report.0, Event::KoordletReport(i));
@@ -318,7 +404,18 @@ impl Sim<'_> {
             }
             Event::Poll(n) => {
                 if self.pipeline.poll(n, t) {
-                    self.strategy_on_metrics(t);
+                    match &mut self.rebalance {
+                        Some(r) if n >= r.offset => {
+                            let range = r.offset..self.pipeline.needs().len();
+                            let views: Vec<NodeView<'_>> = (0..self.nodes.len())
+                                .map(|i| {
+                                    view_of(s, &self.nodes, &self.pipeline, i, None, range.clone())
+                                })
+                                .collect();
+                            r.actor.on_metrics(instant(t), &views);
+                        }
+                        _ => self.strategy_on_metrics(t),
+                    }
                 }
                 self.at(t + self.pipeline.poll_period(n).0, Event::Poll(n));
             }
@@ -331,29 +428,23 @@ impl Sim<'_> {
                     }
                 }
                 self.recorder.record(&utils, self.pending);
+                if let Some(r) = &mut self.rebalance
+                    && s.load_step.is_some_and(|step| t >= step)
+                {
+                    let hottest = utils.iter().map(|&(c, m)| c.max(m)).fold(0.0, f64::max);
+                    if hottest > s.target + 10.0 {
+                        r.last_above_water = Some(t);
+                    }
+                    if hottest > s.threshold {
+                        r.last_above_threshold = Some(t);
+                    }
+                }
                 if let Some(progress) = out.progress.as_mut() {
                     progress(t);
                 }
                 self.at(t + s.measure_interval.0, Event::Measure);
             }
-            Event::Arrive(p) => {
-                if self.pods[p] != PodState::Waiting {
-                    return;
-                }
-                self.recorder.arrived += 1;
-                match s.pods[p].node.as_deref().and_then(|n| self.node_index(n)) {
-                    Some(node) => {
-                        self.assume(t, p, node, false);
-                        self.bind(t, p);
-                    }
-                    None => {
-                        self.pods[p] = PodState::Pending;
-                        self.pending += 1;
-                        self.recorder.to_schedule += 1;
-                        self.enqueue(t, p);
-                    }
-                }
-            }
+            Event::Arrive(p) => self.handle_arrive(t, p),
             Event::Retry(p) => {
                 if self.pods[p] == PodState::Pending {
                     self.enqueue(t, p);
@@ -373,6 +464,9 @@ impl Sim<'_> {
                     });
                 }
                 self.strategy.on_bound(instant(t), &pod, &s.nodes[node].name, instant(start));
+                if let Some(r) = &mut self.rebalance {
+                    r.actor.on_bound(instant(t), &pod, &s.nodes[node].name, instant(start));
+                }
             }
             Event::WatchDeleted(p, node) => {
                 let pod = self.pod(p);
@@ -380,8 +474,42 @@ impl Sim<'_> {
                     self.nodes[node].visible.retain(|v| v.pod.uid != pod.uid);
                 }
                 self.strategy.on_deleted(instant(t), &pod, &s.nodes[node].name);
+                if let Some(r) = &mut self.rebalance {
+                    r.actor.on_deleted(instant(t), &pod, &s.nodes[node].name);
+                }
             }
             Event::Delete(p) => self.delete(t, p),
+            Event::Recreate(p) => self.recreate(t, p),
+            Event::RebalanceRule => {
+                let up = !s.pipeline.down_at(t);
+                let names: Vec<&str> = s.nodes.iter().map(|n| n.name.as_str()).collect();
+                if let Some(r) = &mut self.rebalance {
+                    r.actor.on_rule(t, &names, up);
+                    if let Some(every) = r.actor.rule_interval() {
+                        self.at(t + every.0, Event::RebalanceRule);
+                    }
+                }
+            }
+            Event::Deschedule => self.deschedule(t),
+        }
+    }
+
+    fn handle_arrive(&mut self, t: SimTime, p: usize) {
+        if self.pods[p] != PodState::Waiting {
+            return;
+        }
+        self.recorder.arrived += 1;
+        match self.specs[p].node.as_deref().and_then(|n| self.node_index(n)) {
+            Some(node) => {
+                self.assume(t, p, node, false);
+                self.bind(t, p);
+            }
+            None => {
+                self.pods[p] = PodState::Pending;
+                self.pending += 1;
+                self.recorder.to_schedule += 1;
+                self.enqueue(t, p);
+            }
         }
     }
 
@@ -422,6 +550,16 @@ impl Sim<'_> {
                 let (cpu, memory) = self.utilisation(node, t);
                 if t >= 0 && cpu.max(memory) > self.scenario.threshold {
                     self.recorder.placed_on_hot += 1;
+                }
+                if let Some(r) = &mut self.rebalance
+                    && let Some(from) = r.replaced_from.remove(&p)
+                {
+                    if cpu.max(memory) > self.scenario.threshold {
+                        r.summary.replaced_onto_hot += 1;
+                    }
+                    if from == node {
+                        r.summary.replaced_onto_same_node += 1;
+                    }
                 }
                 if t >= 0 {
                     self.recorder.decided_unwatched(self.unwatched);
@@ -499,7 +637,7 @@ impl Sim<'_> {
         self.pods[p] = PodState::Running { node, assigned: at, start: t };
         let n = &mut self.nodes[node];
         n.running.push((p, t));
-        let uid = &self.scenario.pods[p].pod.uid;
+        let uid = &self.specs[p].pod.uid;
         if let Some(v) = n.visible.iter_mut().find(|v| &v.pod.uid == uid) {
             v.bound_at = Some(instant(t));
         }
@@ -538,6 +676,93 @@ impl Sim<'_> {
         }
         self.at(t + self.scenario.scheduler.watch_lag.0, Event::WatchDeleted(p, node));
     }
+
+    /// One descheduling cycle: the actor reads its signal and the bound pods; each pod it
+    /// evicts is deleted now and recreated by its controller `RECREATE_DELAY` later.
+    fn deschedule(&mut self, t: SimTime) {
+        let s = self.scenario;
+        let Some(mut r) = self.rebalance.take() else { return };
+        let mut replicas: HashMap<String, usize> = HashMap::new();
+        for (p, state) in self.pods.iter().enumerate() {
+            if matches!(state, PodState::Waiting | PodState::Gone) {
+                continue;
+            }
+            if let Some(c) = &self.specs[p].pod.controller {
+                *replicas.entry(c.clone()).or_default() += 1;
+            }
+        }
+        let nodes = (0..self.nodes.len())
+            .map(|i| crate::rebalance::NodeState {
+                name: &s.nodes[i].name,
+                allocatable: s.nodes[i].allocatable,
+                requested: self.nodes[i].requested,
+                pods: self.nodes[i]
+                    .running
+                    .iter()
+                    .map(|&(p, start)| {
+                        let spec = &self.specs[p];
+                        crate::rebalance::BoundPod {
+                            index: p,
+                            pod: &spec.pod,
+                            created: spec.arrival,
+                            usage: spec.usage.at(t - start, t, spec.pod.limits),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        let cluster = crate::rebalance::ClusterState {
+            now: t,
+            nodes,
+            replicas,
+            prometheus_up: !s.pipeline.down_at(t),
+        };
+        let outcome = r.actor.cycle(&cluster);
+        drop(cluster);
+        r.summary.cycles += 1;
+        r.summary.cycles_failed += usize::from(outcome.failed);
+        let outage = s.pipeline.down_at(t) || s.pipeline.koordlet_down_at(t);
+        for p in outcome.evict {
+            let PodState::Running { node, .. } = self.pods[p] else { continue };
+            r.summary.evictions += 1;
+            r.summary.evictions_during_outage += usize::from(outage);
+            r.evicted_from.insert(p, node);
+            self.delete(t, p);
+            self.at(t + RECREATE_DELAY, Event::Recreate(p));
+        }
+        self.at(t + r.actor.interval().0.max(1), Event::Deschedule);
+        self.rebalance = Some(r);
+    }
+
+    /// The controller of evicted pod `p` creates its replacement: a new pod of the same
+    /// template (requests, limits, labels, controller, usage profile) that the scheduler
+    /// places; it keeps the workload's end (`deletion`).
+    fn recreate(&mut self, t: SimTime, p: usize) {
+        let Some(r) = &mut self.rebalance else { return };
+        let old = &self.specs[p];
+        let mut pod = (*old.pod).clone();
+        pod.uid = format!("{}-r{}", pod.uid, self.specs.len());
+        pod.name = format!("{}-r{}", pod.name, self.specs.len());
+        let spec = crate::scenario::PodSpec {
+            pod: Arc::new(pod),
+            arrival: t,
+            deletion: old.deletion.filter(|&d| d > t),
+            node: None,
+            usage: old.usage.clone(),
+        };
+        let q = self.specs.len();
+        if let Some(from) = r.evicted_from.remove(&p) {
+            r.replaced_from.insert(q, from);
+        }
+        let deletion = spec.deletion;
+        self.specs.push(spec);
+        self.pods.push(PodState::Waiting);
+        self.handle_arrive(t, q);
+        if let Some(d) = deletion {
+            self.at(d, Event::Delete(q));
+        }
+    }
+
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod crane;
 mod koordinator;
 mod kube_default;
 pub mod profile;
+pub mod rebalanced;
 mod trimaran;
 pub mod variants;
 mod waterline;
@@ -206,13 +207,21 @@ pub trait Strategy {
     fn guesses(&self) -> Option<Guesses> {
         None
     }
+
+    /// The rebalancing actor that runs beside it, if any (a fresh one per run, seeded).
+    fn rebalancer(&self, seed: u64) -> Option<Box<dyn crate::rebalance::Rebalancer>> {
+        let _ = seed;
+        None
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum StrategyError {
-    #[error("unknown strategy '{0}' (known: {known}; ablation variants: {variants})",
+    #[error("unknown strategy '{0}' (known: {known}; ablation variants: {variants}; with a \
+        descheduler: {rebalanced})",
         known = NAMES.join(", "),
-        variants = variants::VARIANTS.iter().map(|v| v.0).collect::<Vec<_>>().join(", "))]
+        variants = variants::VARIANTS.iter().map(|v| v.0).collect::<Vec<_>>().join(", "),
+        rebalanced = rebalanced::NAMES.iter().map(|v| v.0).collect::<Vec<_>>().join(", "))]
     Unknown(String),
     #[error("policy {label}: {message}")]
     Policy { label: String, message: String },
@@ -298,7 +307,10 @@ pub fn by_name(name: &str) -> Result<Box<dyn Strategy>, StrategyError> {
         }
         other => match variants::by_name(other) {
             Some(variant) => variant?,
-            None => return Err(StrategyError::Unknown(other.to_owned())),
+            None => match rebalanced::by_name(other) {
+                Some(combination) => combination?,
+                None => return Err(StrategyError::Unknown(other.to_owned())),
+            },
         },
     })
 }

@@ -132,6 +132,7 @@ fn resolve_usage(usage: Option<&UsageFile>, requests: Resources, rng: &mut StdRn
             .series
             .as_ref()
             .and_then(|s| series(&s.memory, |b: ByteQuantity| b.0 as f64)),
+        cpu_step: u.step.as_ref().map(|s| (s.at.0.0, s.cpu.max(0.0))),
     }
 }
 
@@ -225,6 +226,7 @@ pub fn parse_scenario(text: &str, seed: Option<u64>) -> Result<Scenario, Scenari
         scheduler,
         nodes,
         pods,
+        load_step: file.load_step.map(|d| d.0.0),
     })
 }
 

@@ -83,6 +83,9 @@ pub struct PodUsage {
     pub diurnal: Option<Diurnal>,
     pub cpu_series: Option<Series>,
     pub memory_series: Option<Series>,
+    /// From this absolute time on, the cpu level is multiplied by the factor: the workload's
+    /// traffic steps up wherever its pods run (a recreated pod keeps it).
+    pub cpu_step: Option<(SimTime, f64)>,
 }
 
 impl PodUsage {
@@ -100,6 +103,11 @@ impl PodUsage {
             .as_ref()
             .and_then(|s| s.at(since_start))
             .unwrap_or(self.memory_bytes);
+        if let Some((at, factor)) = self.cpu_step
+            && t >= at
+        {
+            cpu *= factor;
+        }
         cpu *= ramp;
         memory *= ramp;
         if let Some(d) = &self.diurnal {
@@ -139,5 +147,21 @@ mod tests {
         assert_eq!(u.at(30_000, 0, Resources::default()), (500.0, 50.0));
         assert_eq!(u.at(120_000, 0, Resources::new(800, 0)), (800.0, 100.0));
         assert_eq!(u.at(-1, 0, Resources::default()), (0.0, 0.0));
+    }
+
+    #[test]
+    fn a_cpu_step_applies_from_its_absolute_time_whenever_the_pod_started() {
+        let u = PodUsage {
+            cpu_millis: 500.0,
+            memory_bytes: 100.0,
+            ramp: Millis(60_000),
+            cpu_step: Some((600_000, 10.0)),
+            ..Default::default()
+        };
+        // an old pod: 500m before 10 m, 5000m from 10 m
+        assert_eq!(u.at(3_600_000, 599_999, Resources::default()), (500.0, 100.0));
+        assert_eq!(u.at(3_600_000, 600_000, Resources::default()), (5000.0, 100.0));
+        // a pod started at 20 m ramps to the stepped level: half of 5000m after 30 s
+        assert_eq!(u.at(30_000, 1_230_000, Resources::default()), (2500.0, 50.0));
     }
 }

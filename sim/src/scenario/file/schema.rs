@@ -181,6 +181,15 @@ pub(super) struct UsageFile {
     pub(super) ramp_up: Option<Duration>,
     pub(super) diurnal: Option<DiurnalFile>,
     pub(super) series: Option<UsageSeriesFile>,
+    /// From `at` (absolute) on, cpu × `cpu`: the workload's load steps up.
+    pub(super) step: Option<StepFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct StepFile {
+    pub(super) at: Duration,
+    pub(super) cpu: f64,
 }
 
 /// When a group's pods arrive: all `at` once, one `every` interval apart from `from`, or a
@@ -294,4 +303,6 @@ pub(super) struct ScenarioFile {
     pub(super) nodes: Option<Vec<NodeFile>>,
     pub(super) pod_groups: Option<Vec<PodGroupFile>>,
     pub(super) pods: Option<Vec<PodFile>>,
+    /// When the scenario's load step happens: the recovery measures count from it.
+    pub(super) load_step: Option<Duration>,
 }
