@@ -39,6 +39,9 @@ COMPARE=waterline,kube-default,crane,crane-dynamic,trimaran-tlp,trimaran-tlp-pro
 # path as simulated before its provisional Reserve was modelled (on the plugin path the same as
 # waterline).
 EXTENDER_CONTEXT=waterline-no-provisional
+# The rebalancing scenarios (rebalance-*): the schedulers alone, then each with a descheduler
+# (sim/src/strategy/rebalanced.rs); judged by their own target, not by the placement target.
+COMPARE_REBALANCE=waterline,kube-default,koord-scheduler,waterline+descheduler,waterline+descheduler-raw,kube-default+descheduler,koord-scheduler+lownodeload
 mkdir -p "$OUT"
 
 sensitivity() {
@@ -72,7 +75,9 @@ for scenario in $("$BIN" scenarios | awk '{print $1}'); do
     mkdir -p "$dir"
     compare=$COMPARE
     if [[ $path == extender ]]; then compare=$COMPARE,$EXTENDER_CONTEXT; fi
-    "$BIN" run "$scenario" --path "$path" --compare "$compare" --policy "$CONTEXT" --out "$dir" \
+    policy=(--policy "$CONTEXT")
+    if [[ $scenario == rebalance-* ]]; then compare=$COMPARE_REBALANCE; policy=(); fi
+    "$BIN" run "$scenario" --path "$path" --compare "$compare" "${policy[@]}" --out "$dir" \
       > "$dir/table.md"
     dirs+=("$dir")
   done
@@ -89,7 +94,8 @@ generated=$OUT/generated.md
   echo "waterline-sim run SCENARIO --path PATH --compare $COMPARE --policy $CONTEXT --out DIR"
   echo '```'
   echo
-  echo "and on the extender path with \`$EXTENDER_CONTEXT\` added to \`--compare\` (context)."
+  echo "and on the extender path with \`$EXTENDER_CONTEXT\` added to \`--compare\` (context);"
+  echo "the rebalancing scenarios (\`rebalance-*\`) with \`--compare $COMPARE_REBALANCE\` and no \`--policy\`."
   echo
   "$BIN" report "${dirs[@]}" --docs "$DOCS"
   echo

@@ -65,9 +65,10 @@ impl ClusterState<'_> {
     /// pkg/framework/plugins/defaultevictor/defaultevictor.go: `PodFitsAnyOtherNode`; the
     /// simulated nodes have no taints, selectors or affinity, so requests decide).
     pub fn fits_elsewhere(&self, pod: &SimPod, from: usize) -> bool {
-        self.nodes.iter().enumerate().any(|(i, n)| {
-            i != from && n.requested.plus(pod.requests).fits_in(n.allocatable)
-        })
+        self.nodes
+            .iter()
+            .enumerate()
+            .any(|(i, n)| i != from && n.requested.plus(pod.requests).fits_in(n.allocatable))
     }
 }
 
@@ -158,3 +159,6 @@ pub struct RebalanceSummary {
     /// The same for the threshold.
     pub back_under_threshold_s: Option<f64>,
 }
+
+#[cfg(test)]
+mod tests;

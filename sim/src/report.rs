@@ -2,6 +2,7 @@
 //! `summary.json`, one `<label>.csv` time series per strategy, and the Markdown table.
 
 mod docs;
+pub mod rebalance;
 pub mod sweep;
 pub mod target;
 
@@ -113,5 +114,5 @@ pub fn run_all(
 
 /// The Markdown table of a summary.
 pub fn markdown(summary: &Summary) -> String {
-    table(summary)
+    table(summary) + &rebalance::rebalance_table(summary)
 }

@@ -762,7 +762,6 @@ impl Sim<'_> {
             self.at(d, Event::Delete(q));
         }
     }
-
 }
 
 #[cfg(test)]

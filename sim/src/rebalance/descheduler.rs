@@ -179,7 +179,12 @@ impl Rebalancer for LowNodeUtilization {
         self.signal.on_bound(now, pod, node, bound_at);
     }
 
-    fn on_deleted(&mut self, now: waterline_core::UnixMillis, pod: &crate::model::SimPod, node: &str) {
+    fn on_deleted(
+        &mut self,
+        now: waterline_core::UnixMillis,
+        pod: &crate::model::SimPod,
+        node: &str,
+    ) {
         self.signal.depart(now, pod, node);
     }
 

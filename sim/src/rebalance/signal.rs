@@ -215,7 +215,10 @@ impl RawUsage {
             // it every rule interval gives the same value
             poll: Millis::from_secs(30),
         };
-        vec![need("node_cpu_usage_avg_5m", Resource::Cpu), need("node_mem_usage_avg_5m", Resource::Memory)]
+        vec![
+            need("node_cpu_usage_avg_5m", Resource::Cpu),
+            need("node_mem_usage_avg_5m", Resource::Memory),
+        ]
     }
 
     fn on_metrics(&mut self, nodes: &[NodeView<'_>]) {

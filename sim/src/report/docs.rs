@@ -101,6 +101,10 @@ fn target_table(summaries: &[Summary]) -> String {
          |---|---|---|---|---|---|---|\n",
     );
     for s in summaries {
+        // the rebalancing scenarios are judged by their own target (report/rebalance.rs)
+        if s.strategies.iter().any(|x| x.rebalance.is_some()) {
+            continue;
+        }
         let Some(v) = run_verdict(s) else { continue };
         let value = |name: &str, m: Measure| {
             s.strategies.iter().find(|x| x.strategy == name).map_or(f64::NAN, m)
@@ -284,6 +288,7 @@ pub fn simulation_md(dirs: &[PathBuf], docs: Option<&FsPath>) -> Result<String, 
             t.watch_lag
         ));
         out.push_str(&comparison(s));
+        out.push_str(&super::rebalance::rebalance_table(s));
         let Some(docs) = docs else { continue };
         let target = docs.join(&s.scenario).join(path_name(s));
         std::fs::create_dir_all(&target).map_err(io(&target))?;

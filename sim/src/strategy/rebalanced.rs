@@ -74,7 +74,12 @@ impl Strategy for Rebalanced {
     fn metrics(&self) -> Vec<MetricNeed> {
         self.inner.metrics()
     }
-    fn filter(&mut self, cycle: &Cycle, pod: &SimPod, nodes: &[NodeView<'_>]) -> Vec<Option<String>> {
+    fn filter(
+        &mut self,
+        cycle: &Cycle,
+        pod: &SimPod,
+        nodes: &[NodeView<'_>],
+    ) -> Vec<Option<String>> {
         self.inner.filter(cycle, pod, nodes)
     }
     fn score(&mut self, cycle: &Cycle, pod: &SimPod, nodes: &[NodeView<'_>]) -> Vec<i64> {
@@ -98,8 +103,11 @@ impl Strategy for Rebalanced {
     fn rebalancer(&self, seed: u64) -> Option<Box<dyn Rebalancer>> {
         Some(match self.actor {
             Actor::Descheduler { waterline_signal } => {
-                let signal =
-                    if waterline_signal { Signal::waterline(Policy::default()) } else { Signal::raw() };
+                let signal = if waterline_signal {
+                    Signal::waterline(Policy::default())
+                } else {
+                    Signal::raw()
+                };
                 Box::new(LowNodeUtilization::new(Deployed::shipped(), signal, seed))
             }
             Actor::LowNodeLoad => Box::new(LowNodeLoad::new(lownodeload::Args::CHART)),
