@@ -148,7 +148,7 @@ pub struct LowNodeUtilization {
 
 impl LowNodeUtilization {
     pub fn new(config: Deployed, signal: Signal, seed: u64) -> Self {
-        LowNodeUtilization { config, signal, rng: StdRng::seed_from_u64(seed ^ 0xDE5C_4ED) }
+        LowNodeUtilization { config, signal, rng: StdRng::seed_from_u64(seed ^ 0x0DE5_C4ED) }
     }
 }
 
