@@ -152,6 +152,9 @@ pub struct RebalanceSummary {
     /// Descheduling cycles run, and those that could not read their signal.
     pub cycles: usize,
     pub cycles_failed: usize,
+    /// The scenario's `loadStep` (seconds), when it has one.
+    #[serde(default)]
+    pub load_step_s: Option<f64>,
     /// Seconds from the scenario's `loadStep` until the hottest node is at or under
     /// target + 10 pp for good (to the end of the run); `None`: still above at the end, or
     /// no load step.

@@ -268,6 +268,7 @@ pub fn run(
                 Some(l) => Some(((l + scenario.measure_interval.0 - step).max(0)) as f64 / 1000.0),
                 None => Some(0.0),
             };
+            out.load_step_s = Some(step as f64 / 1000.0);
             out.back_under_water_s = back(r.last_above_water);
             out.back_under_threshold_s = back(r.last_above_threshold);
         }

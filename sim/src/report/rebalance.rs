@@ -27,10 +27,11 @@ pub fn rebalance_table(summary: &Summary) -> String {
          node | cycles (failed) |\n|---|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for (label, r) in &rows {
+        let back = |v: Option<f64>| if r.load_step_s.is_some() { secs(v) } else { "—".into() };
         out.push_str(&format!(
             "| {label} | {} | {} | {} | {} | {} | {} | {} ({}) |\n",
-            secs(r.back_under_water_s),
-            secs(r.back_under_threshold_s),
+            back(r.back_under_water_s),
+            back(r.back_under_threshold_s),
             r.evictions,
             r.evictions_during_outage,
             r.replaced_onto_hot,
@@ -49,7 +50,12 @@ pub fn rebalance_table(summary: &Summary) -> String {
 /// other actor, no recreated pod placed onto a hot node, no eviction during an outage.
 fn verdict(rows: &[(&str, &RebalanceSummary)]) -> Option<String> {
     let (_, ours) = rows.iter().find(|(l, _)| *l == JUDGED)?;
-    let ours_t = ours.back_under_water_s?;
+    ours.load_step_s?;
+    let Some(ours_t) = ours.back_under_water_s else {
+        return Some(format!(
+            "Target for `{JUDGED}`: **not met** — the hottest node is above target + 10 pp at the end."
+        ));
+    };
     let slower_or_equal: Vec<String> = rows
         .iter()
         .filter(|(l, _)| *l != JUDGED)
