@@ -187,19 +187,20 @@ pub fn run(
 ) -> StrategySummary {
     let mut needs = strategy.metrics();
     let path = strategy.path(scenario.scheduler.path);
-    let rebalance = strategy.rebalancer(scenario.seed).map(|actor| {
-        let offset = needs.len();
-        needs.extend(actor.metrics());
-        Rebalance {
-            actor,
-            offset,
-            summary: Default::default(),
-            replaced_from: HashMap::new(),
-            last_above_water: None,
-            last_above_threshold: None,
-            evicted_from: HashMap::new(),
-        }
-    });
+    let rebalance =
+        crate::strategy::rebalanced::rebalancer(strategy.label(), scenario.seed).map(|actor| {
+            let offset = needs.len();
+            needs.extend(actor.metrics());
+            Rebalance {
+                actor,
+                offset,
+                summary: Default::default(),
+                replaced_from: HashMap::new(),
+                last_above_water: None,
+                last_above_threshold: None,
+                evicted_from: HashMap::new(),
+            }
+        });
     let strategy_needs = rebalance.as_ref().map_or(needs.len(), |r| r.offset);
     let mut pipeline = MetricsPipeline::new(
         scenario.pipeline.clone(),

@@ -207,12 +207,6 @@ pub trait Strategy {
     fn guesses(&self) -> Option<Guesses> {
         None
     }
-
-    /// The rebalancing actor that runs beside it, if any (a fresh one per run, seeded).
-    fn rebalancer(&self, seed: u64) -> Option<Box<dyn crate::rebalance::Rebalancer>> {
-        let _ = seed;
-        None
-    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -43,25 +43,21 @@ enum Actor {
 struct Rebalanced {
     label: String,
     inner: Box<dyn Strategy>,
-    actor: Actor,
 }
 
 /// The combination called `name`, if it is one.
 pub fn by_name(name: &str) -> Option<Result<Box<dyn Strategy>, StrategyError>> {
-    let (inner, actor) = match name {
-        "waterline+descheduler" => ("waterline", Actor::Descheduler { waterline_signal: true }),
-        "waterline+descheduler-raw" => {
-            ("waterline", Actor::Descheduler { waterline_signal: false })
-        }
-        "kube-default+descheduler" => {
-            ("kube-default", Actor::Descheduler { waterline_signal: true })
-        }
-        "koord-scheduler+lownodeload" => ("koord-scheduler", Actor::LowNodeLoad),
+    let inner = match name {
+        "waterline+descheduler" | "waterline+descheduler-raw" => "waterline",
+        "kube-default+descheduler" => "kube-default",
+        "koord-scheduler+lownodeload" => "koord-scheduler",
         _ => return None,
     };
-    Some(super::by_name(inner).map(|inner| {
-        Box::new(Rebalanced { label: name.to_owned(), inner, actor }) as Box<dyn Strategy>
-    }))
+    Some(
+        super::by_name(inner).map(|inner| {
+            Box::new(Rebalanced { label: name.to_owned(), inner }) as Box<dyn Strategy>
+        }),
+    )
 }
 
 impl Strategy for Rebalanced {
@@ -100,17 +96,25 @@ impl Strategy for Rebalanced {
     fn guesses(&self) -> Option<Guesses> {
         self.inner.guesses()
     }
-    fn rebalancer(&self, seed: u64) -> Option<Box<dyn Rebalancer>> {
-        Some(match self.actor {
-            Actor::Descheduler { waterline_signal } => {
-                let signal = if waterline_signal {
-                    Signal::waterline(Policy::default())
-                } else {
-                    Signal::raw()
-                };
-                Box::new(LowNodeUtilization::new(Deployed::shipped(), signal, seed))
-            }
-            Actor::LowNodeLoad => Box::new(LowNodeLoad::new(lownodeload::Args::CHART)),
-        })
-    }
+}
+
+/// The rebalancing actor of the combination labelled `label` (a fresh one per run, seeded),
+/// `None` for every other strategy.
+pub fn rebalancer(label: &str, seed: u64) -> Option<Box<dyn Rebalancer>> {
+    let actor = match label {
+        "waterline+descheduler" | "kube-default+descheduler" => {
+            Actor::Descheduler { waterline_signal: true }
+        }
+        "waterline+descheduler-raw" => Actor::Descheduler { waterline_signal: false },
+        "koord-scheduler+lownodeload" => Actor::LowNodeLoad,
+        _ => return None,
+    };
+    Some(match actor {
+        Actor::Descheduler { waterline_signal } => {
+            let signal =
+                if waterline_signal { Signal::waterline(Policy::default()) } else { Signal::raw() };
+            Box::new(LowNodeUtilization::new(Deployed::shipped(), signal, seed))
+        }
+        Actor::LowNodeLoad => Box::new(LowNodeLoad::new(lownodeload::Args::CHART)),
+    })
 }
