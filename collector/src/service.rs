@@ -141,7 +141,7 @@ impl CollectorService for Collector {
         let policy = self.policy.get();
         let names = request.into_inner().node_names;
         let windows: Vec<(String, Millis)> =
-            policy.metrics.iter().map(|m| (m.name.clone(), m.absorb_window)).collect();
+            policy.metrics.iter().map(|m| (m.name.clone(), m.ledger_window())).collect();
         let listing = self.state.list(&names, UnixMillis::now(), &windows);
         let result = Ok(pb::ListNodesResponse {
             nodes: listing.nodes.iter().map(ToProto::to_proto).collect(),

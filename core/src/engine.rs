@@ -27,6 +27,7 @@ mod rows;
 pub use answer::{Evaluation, ScoreTerm, Stats};
 pub use breaker::{breaker_open, breakers};
 pub use evaluate::{Ask, Candidates, evaluate};
+pub use plan::settled_level;
 pub use prepared::Prepared;
 pub use rejections::Rejections;
 

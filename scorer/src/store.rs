@@ -311,8 +311,12 @@ fn apply_op(snapshot: &mut Snapshot, op: &PendingOp) {
         PendingOp::Reserve(entry) => {
             snapshot.apply_placement(entry.clone());
         }
+        // An Unreserve takes back a reservation, never a departure: a pod that left keeps
+        // its credit until the collector prunes it (docs/design.md#departures).
         PendingOp::Unreserve { uid } => {
-            snapshot.delete_placement(uid);
+            if !snapshot.ledger().get(uid).is_some_and(|e| e.source.is_departure()) {
+                snapshot.delete_placement(uid);
+            }
         }
     }
 }
