@@ -34,6 +34,8 @@ pub use rejections::Rejections;
 #[cfg(test)]
 mod breaker_tests;
 #[cfg(test)]
+mod departure_tests;
+#[cfg(test)]
 mod scoring_tests;
 #[cfg(test)]
 mod tests;
