@@ -235,7 +235,7 @@ mod tests {
         assert_eq!(report.placements[1].departed_seconds_ago, None);
         let text = table(&report).render(Default::default());
         let row = text.lines().nth(1).unwrap();
-        for part in ["default/pod-gone", "departure", "15m ago", "2s ago", "-1700m", "-1.5Gi"] {
+        for part in ["default/pod-gone", "departure", "15m00s ago", "2s ago", "-1700m", "-1.5Gi"] {
             assert!(row.contains(part), "{part} in {row}");
         }
     }
