@@ -140,7 +140,8 @@ pub fn table(report: &LedgerReport) -> Table {
         };
         // A departure's estimate is what the prediction subtracts.
         let sign = if p.source == "departure" { "-" } else { "" };
-        let ago = |secs: Option<f64>| secs.map_or("-".into(), |s| format!("{} ago", format::secs(s)));
+        let ago =
+            |secs: Option<f64>| secs.map_or("-".into(), |s| format!("{} ago", format::secs(s)));
         let handover = match p.hands_over_in_seconds {
             Some(s) if s <= 0.0 => Cell::styled("now", Style::Dim),
             Some(s) => Cell::from(format::secs(s)),

@@ -13,8 +13,8 @@ use waterline_api::v1::collector_service_server::CollectorService;
 use waterline_convert::{
     ToProto, listed_entry, provisional_ttl, required_pod, timestamp, unix_millis,
 };
-use waterline_core::placement::placement;
 use waterline_core::ledger::LedgerWindow;
+use waterline_core::placement::placement;
 use waterline_core::{Delta, LedgerSource, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;

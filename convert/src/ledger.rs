@@ -93,8 +93,11 @@ impl FromProto for LedgerEntry {
         let placed_at = entry.placed_at.as_ref().map(unix_millis);
         let departure = match pb::LedgerSource::try_from(entry.source) {
             Ok(pb::LedgerSource::Departure) => {
-                let departed_at =
-                    entry.departed_at.as_ref().map(unix_millis).ok_or(ConvertError::IncompleteEntry)?;
+                let departed_at = entry
+                    .departed_at
+                    .as_ref()
+                    .map(unix_millis)
+                    .ok_or(ConvertError::IncompleteEntry)?;
                 Some(LedgerSource::Departure { departed_at, arrival_known: placed_at.is_some() })
             }
             _ => None,

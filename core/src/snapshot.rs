@@ -105,12 +105,11 @@ impl NodeSlot {
     /// `Ledger::unabsorbed` for this node, without walking its entries.
     pub fn unabsorbed(&self, now: UnixMillis, window: impl Into<LedgerWindow>) -> Usage {
         let window = window.into();
-        let arrivals = self.counting(now, window.absorb).iter().fold(Usage::default(), |sum, l| {
-            Usage {
+        let arrivals =
+            self.counting(now, window.absorb).iter().fold(Usage::default(), |sum, l| Usage {
                 cpu_millis: sum.cpu_millis + l.usage.cpu_millis,
                 memory_bytes: sum.memory_bytes + l.usage.memory_bytes,
-            }
-        });
+            });
         self.credits.iter().filter(|c| c.counts(now, window)).fold(arrivals, |sum, c| Usage {
             cpu_millis: sum.cpu_millis - c.usage.cpu_millis,
             memory_bytes: sum.memory_bytes - c.usage.memory_bytes,
@@ -127,8 +126,7 @@ impl NodeSlot {
         window: LedgerWindow,
     ) -> (Option<UnixMillis>, Option<UnixMillis>) {
         let end = self.counting(now, window.absorb).len();
-        let mut oldest_counting =
-            end.checked_sub(1).map(|i| self.loads_newest_first[i].placed_at);
+        let mut oldest_counting = end.checked_sub(1).map(|i| self.loads_newest_first[i].placed_at);
         let mut newest_absorbed = self.loads_newest_first.get(end).map(|l| l.placed_at);
         for credit in self.credits.iter().filter(|c| c.credits(window)) {
             let at = Some(credit.departed_at);

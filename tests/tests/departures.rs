@@ -11,7 +11,9 @@
 //! sample does not move: in a real cluster it would have dropped by then, and the credit ends
 //! exactly when the metric shows the departure itself).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use anyhow::{Result, ensure};
 use waterline_tests::fake_kube::{FakeKube, node, pod};
@@ -76,9 +78,8 @@ async fn deleting_a_bound_pod_drops_the_published_prediction_at_once() -> Result
         Ok(())
     })
     .await?;
-    let scrape = format!(
-        "- job_name: waterline-collector\n  static_configs:\n    - targets: ['{admin}']\n"
-    );
+    let scrape =
+        format!("- job_name: waterline-collector\n  static_configs:\n    - targets: ['{admin}']\n");
     let prom = Prometheus::start(PrometheusConfig::new(scrape)).await?;
 
     // Before: the pod is absorbed, node-a reads its metric, 0.70.

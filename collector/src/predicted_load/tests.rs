@@ -257,7 +257,9 @@ fn a_departure_drops_the_published_prediction_at_once_until_absorbed() {
         exposition(&registry)
     };
     let avg = |v: &str| {
-        format!(r#"waterline_node_predicted_utilisation{{node="a",metric="cpu_usage_avg_5m",resource="cpu"}} {v}"#)
+        format!(
+            r#"waterline_node_predicted_utilisation{{node="a",metric="cpu_usage_avg_5m",resource="cpu"}} {v}"#
+        )
     };
     let max = r#"waterline_node_predicted_utilisation{node="a",metric="cpu_usage_max_avg_1h",resource="cpu"} 0.7"#;
     let text = publish(&mut published, NOW);

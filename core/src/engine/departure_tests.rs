@@ -232,9 +232,8 @@ fn the_prepared_table_follows_a_departure_and_its_end() {
     // While the credit lasts the 1-CPU pod fits: 48.75 + 10.625 = 59.375 <= 65; once the
     // metric has absorbed the departure (and, here, not moved) 70 + 10.625 = 80.625 > 65.
     let rejected = |at| {
-        evaluate(&policy, &snap, Some(&table), &small, Ask::Evaluate, Candidates::All, at).scores
-            [0]
-        .is_none()
+        evaluate(&policy, &snap, Some(&table), &small, Ask::Evaluate, Candidates::All, at).scores[0]
+            .is_none()
     };
     assert!(!rejected(NOW));
     assert!(!rejected(NOW.plus(window).minus(Millis(1))));

@@ -12,12 +12,12 @@ use super::answer::{ScoreTerm, Stats};
 use super::breaker::breaker_open;
 use crate::curve::{least_used, round_half_away, round_score, water_level};
 use crate::estimate::{Usage, estimate};
+use crate::ledger::LedgerWindow;
 use crate::pod::Pod;
 use crate::policy::{
     Combine, Curve, Direction, Normalize, Policy, Resource, Rounding, StaleFilter,
 };
 use crate::snapshot::{Capacity, NodeSlot, NodeState, Snapshot};
-use crate::ledger::LedgerWindow;
 use crate::time::UnixMillis;
 
 /// One metric on one node, before the curve.
@@ -153,7 +153,9 @@ pub(super) fn percent_of(amount: i64, capacity: i64, capped: &mut bool) -> f64 {
 /// `percent_of` for a signed amount: a net credit (negative) is the same share below zero,
 /// capped at −100 %.
 pub(super) fn signed_percent_of(amount: i64, capacity: i64, capped: &mut bool) -> f64 {
-    if amount < 0 { -percent_of(amount.saturating_neg(), capacity, capped) } else {
+    if amount < 0 {
+        -percent_of(amount.saturating_neg(), capacity, capped)
+    } else {
         percent_of(amount, capacity, capped)
     }
 }

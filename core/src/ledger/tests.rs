@@ -254,7 +254,10 @@ fn a_watched_pod_departs_and_stays_departed() {
     ledger.apply(entry("a", "n1", T0, LedgerSource::Watch));
     let left = T0.plus(Millis::from_mins(20));
     let departure = ledger.depart("a", left).unwrap();
-    assert_eq!(departure.source, LedgerSource::Departure { departed_at: left, arrival_known: true });
+    assert_eq!(
+        departure.source,
+        LedgerSource::Departure { departed_at: left, arrival_known: true }
+    );
     assert_eq!((departure.placed_at, departure.node.as_str()), (T0, "n1"));
     assert_eq!(ledger.len(), 1);
     // A late watch event or Reserve of the pod never brings it back, on any node.
@@ -267,7 +270,10 @@ fn a_watched_pod_departs_and_stays_departed() {
     let told_earlier = entry("a", "n1", T0, LedgerSource::Watch).departure(earlier);
     let stored = ledger.apply(told_earlier).unwrap();
     // The arrival it knew is kept though the second one did not know it.
-    assert_eq!(stored.source, LedgerSource::Departure { departed_at: earlier, arrival_known: true });
+    assert_eq!(
+        stored.source,
+        LedgerSource::Departure { departed_at: earlier, arrival_known: true }
+    );
     assert_eq!(stored.placed_at, T0);
     // Not an arrival: no hot-value binding, and no placement of its own.
     assert_eq!(ledger.placements_within("n1", left, Millis::from_mins(60)), 0);
@@ -303,7 +309,8 @@ fn a_departure_cancels_or_credits_by_the_window() {
     assert_eq!(ledger.unabsorbed("n1", at(7), WINDOW).cpu_millis, 0);
     assert_eq!(ledger.unabsorbed("n1", left, hold).cpu_millis, 0);
     // ListNodes' time left: the credit's for "old", none for the cancelled "new".
-    let remaining = |uid: &str, w: LedgerWindow| ledger.get(uid).unwrap().absorb_remaining(at(2), w);
+    let remaining =
+        |uid: &str, w: LedgerWindow| ledger.get(uid).unwrap().absorb_remaining(at(2), w);
     assert_eq!(remaining("old", WINDOW.into()), Millis::from_mins(5));
     assert_eq!(remaining("new", WINDOW.into()), Millis(0));
     assert_eq!(remaining("old", hold), Millis(0));

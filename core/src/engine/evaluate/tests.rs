@@ -106,14 +106,32 @@ struct NodeGen {
 enum Change {
     Upsert(NodeGen),
     Remove(usize),
-    Place { uid: usize, node: usize, age_s: i64, cpu: i64, memory: i64, app: bool },
+    Place {
+        uid: usize,
+        node: usize,
+        age_s: i64,
+        cpu: i64,
+        memory: i64,
+        app: bool,
+    },
     Release(usize),
     /// The pod's watched entry departs `age_s` before `NOW` (nothing when it has none).
-    Depart { uid: usize, age_s: i64 },
+    Depart {
+        uid: usize,
+        age_s: i64,
+    },
     /// A departure of a pod no ledger held, on `node`.
-    DepartUnknown { uid: usize, node: usize, age_s: i64, cpu: i64, memory: i64 },
+    DepartUnknown {
+        uid: usize,
+        node: usize,
+        age_s: i64,
+        cpu: i64,
+        memory: i64,
+    },
     /// Departures older than `horizon_s` leave.
-    Prune { horizon_s: i64 },
+    Prune {
+        horizon_s: i64,
+    },
 }
 
 fn capacity() -> impl Strategy<Value = Capacity> {
