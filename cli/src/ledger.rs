@@ -1,5 +1,7 @@
 //! `ledger NODE`: the collector's recent placements on one node and when each hands over to
-//! the metrics (ListNodes' `absorb_remaining`). Pure; the call is [`crate::fetch`].
+//! the metrics (ListNodes' `absorb_remaining`), and its recent departures, whose estimate the
+//! prediction subtracts until each metric has absorbed them (docs/design.md#departures).
+//! Pure; the call is [`crate::fetch`].
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -15,15 +17,21 @@ pub struct Placement {
     pub namespace: String,
     pub name: String,
     pub uid: String,
-    /// reserve (a scheduler's Reserve), watch (the pod watch saw spec.nodeName) or
-    /// provisional (a guess that expires unless confirmed).
+    /// reserve (a scheduler's Reserve), watch (the pod watch saw spec.nodeName),
+    /// provisional (a guess that expires unless confirmed) or departure (the pod left).
     pub source: &'static str,
-    /// Seconds since the placement (PodScheduled or the Reserve time).
+    /// Seconds since the placement (PodScheduled or the Reserve time); for a departure, its
+    /// arrival, when known.
     pub placed_seconds_ago: Option<f64>,
-    /// The estimator's usage of the pod, which the ledger adds to the node.
+    /// Departures only: seconds since the pod left the node.
+    pub departed_seconds_ago: Option<f64>,
+    /// The estimator's usage of the pod, which the ledger adds to the node (a departure:
+    /// subtracts, from the metrics it credits).
     pub cpu_millis: i64,
     pub memory_bytes: i64,
-    /// How long the entry still counts toward some metric: the longest per-metric time.
+    /// How long the entry still counts toward some metric: the longest per-metric time (a
+    /// departure: how long its credit lasts; 0 where it cancelled an un-absorbed arrival
+    /// or the metric holds).
     pub hands_over_in_seconds: Option<f64>,
     /// Per policy metric, how long it still counts toward it.
     pub hands_over_in_seconds_by_metric: BTreeMap<String, f64>,
@@ -47,11 +55,12 @@ fn source(value: i32) -> &'static str {
         Ok(pb::LedgerSource::Reserve) => "reserve",
         Ok(pb::LedgerSource::Watch) => "watch",
         Ok(pb::LedgerSource::Provisional) => "provisional",
+        Ok(pb::LedgerSource::Departure) => "departure",
         Ok(pb::LedgerSource::Unspecified) | Err(_) => "unknown",
     }
 }
 
-/// The placements on `node`, newest first.
+/// The placements and departures on `node`, newest first (a departure by when it left).
 pub fn report(
     collector: &str,
     node: &str,
@@ -70,6 +79,7 @@ pub fn report(
                 uid: e.pod_uid.clone(),
                 source: source(e.source),
                 placed_seconds_ago: e.placed_at.as_ref().map(|t| format::age_secs(t, now)),
+                departed_seconds_ago: e.departed_at.as_ref().map(|t| format::age_secs(t, now)),
                 cpu_millis: e.cpu_millis,
                 memory_bytes: e.memory_bytes,
                 hands_over_in_seconds: e.absorb_remaining.as_ref().map(format::proto_duration_secs),
@@ -83,7 +93,8 @@ pub fn report(
                     .as_ref()
                     .map(|t| -format::age_secs(t, now)),
             };
-            (e.placed_at.as_ref(), placement)
+            // A departure sorts by when it left (its arrival may be unknown).
+            (e.departed_at.as_ref().or(e.placed_at.as_ref()), placement)
         })
         .collect();
     placements.sort_by(|(a, pa), (b, pb)| {
@@ -114,6 +125,7 @@ pub fn table(report: &LedgerReport) -> Table {
         ("POD", Left),
         ("SOURCE", Left),
         ("PLACED", Right),
+        ("DEPARTED", Right),
         ("CPU", Right),
         ("MEMORY", Right),
         ("HANDS OVER IN", Right),
@@ -123,8 +135,13 @@ pub fn table(report: &LedgerReport) -> Table {
     for p in &report.placements {
         let source = match p.source {
             "provisional" => Cell::styled(p.source, Style::Yellow),
+            "departure" => Cell::styled(p.source, Style::Green),
             other => Cell::from(other),
         };
+        // A departure's estimate is what the prediction subtracts.
+        let sign = if p.source == "departure" { "-" } else { "" };
+        let ago =
+            |secs: Option<f64>| secs.map_or("-".into(), |s| format!("{} ago", format::secs(s)));
         let handover = match p.hands_over_in_seconds {
             Some(s) if s <= 0.0 => Cell::styled("now", Style::Dim),
             Some(s) => Cell::from(format::secs(s)),
@@ -133,11 +150,10 @@ pub fn table(report: &LedgerReport) -> Table {
         table.push(vec![
             Cell::from(format!("{}/{}", p.namespace, p.name)),
             source,
-            Cell::from(
-                p.placed_seconds_ago.map_or("-".into(), |s| format!("{} ago", format::secs(s))),
-            ),
-            Cell::from(format::cpu(p.cpu_millis)),
-            Cell::from(format::bytes(p.memory_bytes)),
+            Cell::from(ago(p.placed_seconds_ago)),
+            Cell::from(ago(p.departed_seconds_ago)),
+            Cell::from(format!("{sign}{}", format::cpu(p.cpu_millis))),
+            Cell::from(format!("{sign}{}", format::bytes(p.memory_bytes))),
             handover,
             Cell::from(p.provisional_expires_in_seconds.map_or("-".into(), format::secs)),
             Cell::from(first_handover(p)),
@@ -203,6 +219,26 @@ mod tests {
         assert_eq!(new.provisional_expires_in_seconds, Some(30.0));
         assert_eq!(new.hands_over_in_seconds, Some(1700.0));
         assert_eq!(report.placements[1].provisional_expires_in_seconds, None);
+    }
+
+    #[test]
+    fn a_departure_is_marked_sorted_by_when_it_left_and_subtracts() {
+        let mut listing = listing();
+        let mut gone = entry("gone", "n1", 100, pb::LedgerSource::Departure);
+        gone.departed_at = Some(prost_types::Timestamp { seconds: 998, nanos: 0 });
+        listing.ledger.push(gone);
+        let report = report("c", "n1", &listing, now());
+        let uids: Vec<&str> = report.placements.iter().map(|p| p.uid.as_str()).collect();
+        // Left 2 s ago: newer than the guess placed 5 s ago, though it arrived long before.
+        assert_eq!(uids, ["gone", "new", "old"]);
+        let gone = &report.placements[0];
+        assert_eq!((gone.source, gone.departed_seconds_ago), ("departure", Some(2.0)));
+        assert_eq!(report.placements[1].departed_seconds_ago, None);
+        let text = table(&report).render(Default::default());
+        let row = text.lines().nth(1).unwrap();
+        for part in ["default/pod-gone", "departure", "15m00s ago", "2s ago", "-1700m", "-1.5Gi"] {
+            assert!(row.contains(part), "{part} in {row}");
+        }
     }
 
     #[test]

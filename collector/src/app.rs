@@ -244,9 +244,15 @@ async fn maintain(state: ClusterState, policy: PolicyHandle, gauges: Gauges) {
     let mut guesses = GuessTally::default();
     loop {
         ticker.tick().await;
-        let pruned = state.prune_unconfirmed(UnixMillis::now(), policy.get().ledger.reserve_ttl);
+        let (at, current) = (UnixMillis::now(), policy.get());
+        let pruned = state.prune_unconfirmed(at, current.ledger.reserve_ttl);
         if pruned > 0 {
             tracing::info!(pruned, "unconfirmed reservations expired");
+        }
+        // Departures leave once no metric counts their credit (docs/design.md#departures).
+        let departed = state.prune_departed(at, current.longest_absorb_window());
+        if departed > 0 {
+            tracing::debug!(departed, "departures absorbed");
         }
         gauges.nodes.set(state.node_count() as i64);
         gauges.ledger_entries.set(state.ledger_len() as i64);

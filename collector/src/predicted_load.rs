@@ -70,7 +70,8 @@ pub fn predicted_loads(
                 metric: term.metric.clone(),
                 resource: resource_label(spec.resource),
             };
-            out.push((labels, (term.observed + term.ledger) / 100.0));
+            // The engine's own floor: departures' credits take a level to 0 at most.
+            out.push((labels, engine::settled_level(term.observed, term.ledger) / 100.0));
         }
     }
     out

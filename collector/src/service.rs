@@ -13,8 +13,9 @@ use waterline_api::v1::collector_service_server::CollectorService;
 use waterline_convert::{
     ToProto, listed_entry, provisional_ttl, required_pod, timestamp, unix_millis,
 };
+use waterline_core::ledger::LedgerWindow;
 use waterline_core::placement::placement;
-use waterline_core::{Delta, LedgerSource, Millis, UnixMillis};
+use waterline_core::{Delta, LedgerSource, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 use waterline_runtime::rpc_metrics::RpcMetrics;
 
@@ -140,8 +141,8 @@ impl CollectorService for Collector {
         let timer = self.rpc.start("ListNodes");
         let policy = self.policy.get();
         let names = request.into_inner().node_names;
-        let windows: Vec<(String, Millis)> =
-            policy.metrics.iter().map(|m| (m.name.clone(), m.absorb_window)).collect();
+        let windows: Vec<(String, LedgerWindow)> =
+            policy.metrics.iter().map(|m| (m.name.clone(), m.ledger_window())).collect();
         let listing = self.state.list(&names, UnixMillis::now(), &windows);
         let result = Ok(pb::ListNodesResponse {
             nodes: listing.nodes.iter().map(ToProto::to_proto).collect(),

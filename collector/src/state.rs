@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
-use waterline_core::ledger::GuessOutcome;
+use waterline_core::ledger::{GuessOutcome, LedgerWindow};
 use waterline_core::shadow::{Bind, Requests};
 use waterline_core::snapshot::{Capacity, Sample};
 use waterline_core::{Delta, Ledger, LedgerEntry, Millis, NodeReport, UnixMillis};
@@ -219,9 +219,13 @@ impl ClusterState {
         self.place_locked(&mut inner, entry);
     }
 
-    /// Forgets a placement; a no-op for an unknown pod.
+    /// Forgets a placement (an Unreserve); a no-op for an unknown pod, and for a departed
+    /// one: an Unreserve takes back a reservation, never a departure's credit.
     pub fn release(&self, uid: &str) {
         let mut inner = self.lock();
+        if inner.ledger.get(uid).is_some_and(|e| e.source.is_departure()) {
+            return;
+        }
         if inner.ledger.delete(uid).is_some() {
             self.publish(&mut inner, Delta { released: vec![uid.to_owned()], ..Delta::default() });
         }
@@ -239,16 +243,44 @@ impl ClusterState {
         }
     }
 
-    /// The pod watch's release of a pod that no longer holds a node: its requests leave the
-    /// node too.
-    pub fn release_bound(&self, uid: &str) {
+    /// The pod watch's release of a pod that no longer holds a node (deleted, evicted or
+    /// finished at `departed_at`): its requests leave the node too. A pod the watch had seen
+    /// bound departs (docs/design.md#departures): its entry becomes a departure, streamed
+    /// like any placement, so every scorer's prediction drops at once. A pod only reserved
+    /// or guessed, never seen bound, never ran there: its entry is released.
+    pub fn release_bound(&self, uid: &str, departed_at: UnixMillis) {
         let mut inner = self.lock();
         if let Some(tap) = inner.shadow.as_mut() {
             tap.unbind(uid);
         }
-        if inner.ledger.delete(uid).is_some() {
+        if let Some(departure) = inner.ledger.depart(uid, departed_at) {
+            self.publish(&mut inner, Delta { placed: vec![departure], ..Delta::default() });
+        } else if inner.ledger.get(uid).is_some_and(|e| !e.source.is_departure()) {
+            inner.ledger.delete(uid);
             self.publish(&mut inner, Delta { released: vec![uid.to_owned()], ..Delta::default() });
         }
+    }
+
+    /// The pod watch's departure of a bound pod (`departure`: its entry as a
+    /// `LedgerSource::Departure`), whatever the ledger held for it: a watched entry, a
+    /// Reserve, or nothing (a pod this collector never saw arrive gets the full credit).
+    pub fn depart_bound(&self, departure: LedgerEntry) {
+        let mut inner = self.lock();
+        if let Some(tap) = inner.shadow.as_mut() {
+            tap.unbind(&departure.uid);
+        }
+        self.place_locked(&mut inner, departure);
+    }
+
+    /// Drops the departures that left `horizon` (the policy's longest absorb window) or
+    /// longer before `now`: no metric counts them any more.
+    pub fn prune_departed(&self, now: UnixMillis, horizon: Millis) -> usize {
+        let mut inner = self.lock();
+        let released: Vec<String> =
+            inner.ledger.prune_departed(now, horizon).into_iter().map(|e| e.uid).collect();
+        let count = released.len();
+        self.publish(&mut inner, Delta { released, ..Delta::default() });
+        count
     }
 
     /// A fresh list of placed pods replaces the watched view of the ledger; `bound` (uid,
@@ -322,12 +354,12 @@ impl ClusterState {
     }
 
     /// Nodes (optionally only `names`), the ledger and metric health, for ListNodes.
-    /// `absorb_windows`: each metric's absorb window.
+    /// `absorb_windows`: each metric's ledger window (`MetricSpec::ledger_window`).
     pub fn list(
         &self,
         names: &[String],
         now: UnixMillis,
-        absorb_windows: &[(String, Millis)],
+        absorb_windows: &[(String, LedgerWindow)],
     ) -> Listing {
         let inner = self.lock();
         let wanted = |n: &str| names.is_empty() || names.iter().any(|w| w == n);
@@ -547,8 +579,10 @@ mod tests {
         let state = ClusterState::default();
         state.replace_nodes([("a".into(), record(10.0)), ("b".into(), record(20.0))].into());
         state.place(entry("p1"));
-        let windows =
-            [("short".to_string(), Millis::from_mins(7)), ("long".into(), Millis::from_mins(12))];
+        let windows = [
+            ("short".to_string(), Millis::from_mins(7).into()),
+            ("long".into(), Millis::from_mins(12).into()),
+        ];
         let listed = state.list(&["a".into()], UnixMillis(60_005), &windows);
         assert_eq!(listed.nodes.len(), 1);
         assert_eq!(listed.ledger.len(), 1);

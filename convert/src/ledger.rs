@@ -16,19 +16,28 @@ impl ToProto for LedgerEntry {
             namespace: self.namespace.clone(),
             name: self.name.clone(),
             node_name: self.node.clone(),
-            placed_at: Some(timestamp(self.placed_at)),
+            // A departure whose arrival is not known has none to send.
+            placed_at: match self.source {
+                LedgerSource::Departure { arrival_known: false, .. } => None,
+                _ => Some(timestamp(self.placed_at)),
+            },
             cpu_millis: self.usage.cpu_millis,
             memory_bytes: self.usage.memory_bytes,
             source: match self.source {
                 LedgerSource::Reserve => pb::LedgerSource::Reserve,
                 LedgerSource::Watch => pb::LedgerSource::Watch,
                 LedgerSource::Provisional { .. } => pb::LedgerSource::Provisional,
+                LedgerSource::Departure { .. } => pb::LedgerSource::Departure,
             } as i32,
             labels: self.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             absorb_remaining: None,
             absorb_remaining_by_metric: Default::default(),
             provisional_expires_at: match self.source {
                 LedgerSource::Provisional { expires_at } => Some(timestamp(expires_at)),
+                _ => None,
+            },
+            departed_at: match self.source {
+                LedgerSource::Departure { departed_at, .. } => Some(timestamp(departed_at)),
                 _ => None,
             },
         }
@@ -74,25 +83,46 @@ fn millis(d: &prost_types::Duration) -> i64 {
 impl FromProto for LedgerEntry {
     type Proto = pb::LedgerEntry;
 
+    /// A departure needs its `departed_at` (without it the credit could never end):
+    /// `IncompleteEntry` otherwise; its `placed_at`, when unset, means the arrival is not
+    /// known.
     fn from_proto(entry: &pb::LedgerEntry) -> Result<LedgerEntry, ConvertError> {
         if entry.pod_uid.is_empty() || entry.node_name.is_empty() {
             return Err(ConvertError::IncompleteEntry);
         }
+        let placed_at = entry.placed_at.as_ref().map(unix_millis);
+        let departure = match pb::LedgerSource::try_from(entry.source) {
+            Ok(pb::LedgerSource::Departure) => {
+                let departed_at = entry
+                    .departed_at
+                    .as_ref()
+                    .map(unix_millis)
+                    .ok_or(ConvertError::IncompleteEntry)?;
+                Some(LedgerSource::Departure { departed_at, arrival_known: placed_at.is_some() })
+            }
+            _ => None,
+        };
         Ok(LedgerEntry {
             uid: entry.pod_uid.clone(),
             namespace: entry.namespace.clone(),
             name: entry.name.clone(),
             node: entry.node_name.clone(),
-            placed_at: entry.placed_at.as_ref().map(unix_millis).unwrap_or_default(),
+            placed_at: match departure {
+                Some(LedgerSource::Departure { departed_at, arrival_known: false }) => departed_at,
+                _ => placed_at.unwrap_or_default(),
+            },
             usage: Usage { cpu_millis: entry.cpu_millis, memory_bytes: entry.memory_bytes },
-            source: match pb::LedgerSource::try_from(entry.source) {
-                Ok(pb::LedgerSource::Watch) => LedgerSource::Watch,
-                // Without its expiry a guess cannot expire: treat it as a Reserve.
-                Ok(pb::LedgerSource::Provisional) => match &entry.provisional_expires_at {
-                    Some(at) => LedgerSource::Provisional { expires_at: unix_millis(at) },
-                    None => LedgerSource::Reserve,
+            source: match departure {
+                Some(departure) => departure,
+                None => match pb::LedgerSource::try_from(entry.source) {
+                    Ok(pb::LedgerSource::Watch) => LedgerSource::Watch,
+                    // Without its expiry a guess cannot expire: treat it as a Reserve.
+                    Ok(pb::LedgerSource::Provisional) => match &entry.provisional_expires_at {
+                        Some(at) => LedgerSource::Provisional { expires_at: unix_millis(at) },
+                        None => LedgerSource::Reserve,
+                    },
+                    _ => LedgerSource::Reserve,
                 },
-                _ => LedgerSource::Reserve,
             },
             labels: entry.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         })
@@ -134,6 +164,28 @@ mod tests {
         assert_eq!(entry().to_proto().provisional_expires_at, None);
         let no_expiry = pb::LedgerEntry { provisional_expires_at: None, ..proto };
         assert_eq!(LedgerEntry::from_proto(&no_expiry).unwrap().source, LedgerSource::Reserve);
+    }
+
+    #[test]
+    fn departures_round_trip_with_their_time_and_arrival() {
+        let departed_at = UnixMillis(1_800_000_060_500);
+        let known = LedgerEntry {
+            source: LedgerSource::Departure { departed_at, arrival_known: true },
+            ..entry()
+        };
+        let proto = known.to_proto();
+        assert_eq!(proto.source, pb::LedgerSource::Departure as i32);
+        assert_eq!(proto.placed_at, Some(timestamp(entry().placed_at)));
+        assert_eq!(LedgerEntry::from_proto(&proto).unwrap(), known);
+        // Not known: no arrival on the wire, placed_at back at the departure.
+        let unknown = entry().departure(departed_at);
+        let proto = unknown.to_proto();
+        assert_eq!(proto.placed_at, None);
+        assert_eq!(LedgerEntry::from_proto(&proto).unwrap(), unknown);
+        // Without its time a departure could never end: refused.
+        let timeless = pb::LedgerEntry { departed_at: None, ..proto };
+        assert_eq!(LedgerEntry::from_proto(&timeless), Err(ConvertError::IncompleteEntry));
+        assert_eq!(entry().to_proto().departed_at, None);
     }
 
     #[test]

@@ -27,11 +27,14 @@ mod rows;
 pub use answer::{Evaluation, ScoreTerm, Stats};
 pub use breaker::{breaker_open, breakers};
 pub use evaluate::{Ask, Candidates, evaluate};
+pub use plan::settled_level;
 pub use prepared::Prepared;
 pub use rejections::Rejections;
 
 #[cfg(test)]
 mod breaker_tests;
+#[cfg(test)]
+mod departure_tests;
 #[cfg(test)]
 mod scoring_tests;
 #[cfg(test)]

@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 
 use crate::FastMap;
 use crate::estimate::Usage;
-use crate::ledger::{Ledger, LedgerEntry};
+use crate::ledger::{Ledger, LedgerEntry, LedgerSource, LedgerWindow, credit_counts};
 use crate::time::{Millis, UnixMillis};
 
 /// Metrics per node stored inline (the default policy has six).
@@ -55,12 +55,36 @@ struct Load {
     usage: Usage,
 }
 
+/// What the request path reads of one departure (`LedgerSource::Departure`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Credit {
+    arrived_at: Option<UnixMillis>,
+    departed_at: UnixMillis,
+    usage: Usage,
+}
+
+impl Credit {
+    fn counts(&self, now: UnixMillis, window: LedgerWindow) -> bool {
+        credit_counts(self.arrived_at, self.departed_at, now, window)
+    }
+
+    /// Whether the credit can count toward `window` at any time (not cancelled by an
+    /// un-absorbed arrival, nor held by a maximum).
+    fn credits(&self, window: LedgerWindow) -> bool {
+        self.counts(self.departed_at, window)
+    }
+}
+
 /// Everything known about one node name: its state once the collector has reported it,
 /// and the loads of its ledger entries (a Reserve may name a node before its metrics do).
+/// Arrivals and departures apart: arrivals sorted so the ones that count are a prefix,
+/// departures (rare, and each counting by its own rule) in a plain list, empty — no
+/// allocation — on most nodes.
 #[derive(Clone, Debug, Default)]
 pub struct NodeSlot {
     state: Option<NodeState>,
     loads_newest_first: SmallVec<[Load; INLINE_LOADS]>,
+    credits: Vec<Credit>,
 }
 
 impl NodeSlot {
@@ -74,25 +98,44 @@ impl NodeSlot {
         &self.loads_newest_first[..end]
     }
 
+    fn is_empty(&self) -> bool {
+        self.loads_newest_first.is_empty() && self.credits.is_empty()
+    }
+
     /// `Ledger::unabsorbed` for this node, without walking its entries.
-    pub fn unabsorbed(&self, now: UnixMillis, absorb_window: Millis) -> Usage {
-        self.counting(now, absorb_window).iter().fold(Usage::default(), |sum, l| Usage {
-            cpu_millis: sum.cpu_millis + l.usage.cpu_millis,
-            memory_bytes: sum.memory_bytes + l.usage.memory_bytes,
+    pub fn unabsorbed(&self, now: UnixMillis, window: impl Into<LedgerWindow>) -> Usage {
+        let window = window.into();
+        let arrivals =
+            self.counting(now, window.absorb).iter().fold(Usage::default(), |sum, l| Usage {
+                cpu_millis: sum.cpu_millis + l.usage.cpu_millis,
+                memory_bytes: sum.memory_bytes + l.usage.memory_bytes,
+            });
+        self.credits.iter().filter(|c| c.counts(now, window)).fold(arrivals, |sum, c| Usage {
+            cpu_millis: sum.cpu_millis - c.usage.cpu_millis,
+            memory_bytes: sum.memory_bytes - c.usage.memory_bytes,
         })
     }
 
-    /// The placement times either side of `unabsorbed`'s boundary at `now`: the oldest load
-    /// that counts and the newest that no longer does (`None` where there is none). While
-    /// the first still counts and the second still does not, the same loads count.
+    /// The times either side of `unabsorbed`'s boundary at `now`, from which the window
+    /// counts: the oldest placement or departure that counts and the newest that no longer
+    /// does (`None` where there is none). While the first still counts and the second
+    /// still does not, the same loads and credits count.
     pub(crate) fn absorb_boundary(
         &self,
         now: UnixMillis,
-        window: Millis,
+        window: LedgerWindow,
     ) -> (Option<UnixMillis>, Option<UnixMillis>) {
-        let end = self.counting(now, window).len();
-        let oldest_counting = end.checked_sub(1).map(|i| self.loads_newest_first[i].placed_at);
-        let newest_absorbed = self.loads_newest_first.get(end).map(|l| l.placed_at);
+        let end = self.counting(now, window.absorb).len();
+        let mut oldest_counting = end.checked_sub(1).map(|i| self.loads_newest_first[i].placed_at);
+        let mut newest_absorbed = self.loads_newest_first.get(end).map(|l| l.placed_at);
+        for credit in self.credits.iter().filter(|c| c.credits(window)) {
+            let at = Some(credit.departed_at);
+            if credit.counts(now, window) {
+                oldest_counting = oldest_counting.min(at).or(at);
+            } else {
+                newest_absorbed = newest_absorbed.max(at);
+            }
+        }
         (oldest_counting, newest_absorbed)
     }
 
@@ -274,7 +317,7 @@ impl Snapshot {
             }
         }
         let removed = slot.state.take().is_some();
-        if slot.loads_newest_first.is_empty() {
+        if slot.is_empty() {
             self.slots.remove(name);
         }
         self.node_count -= usize::from(removed);
@@ -289,7 +332,7 @@ impl Snapshot {
         self.changed_all(self.node_count > 0);
         self.slots.retain(|_, slot| {
             slot.state = None;
-            !slot.loads_newest_first.is_empty()
+            !slot.is_empty()
         });
         self.node_count = 0;
         self.sample_times.iter_mut().for_each(|times| *times = SampleTimes::default());
@@ -351,12 +394,31 @@ impl Snapshot {
         Some(removed)
     }
 
+    /// `Ledger::depart` (the pod left its node at `departed_at`), keeping the node table's
+    /// loads in step: the departure stored, or `None` when the ledger held no watched entry
+    /// for the pod (then nothing changed; [`Snapshot::delete_placement`] drops a Reserve).
+    pub fn depart_placement(&mut self, uid: &str, departed_at: UnixMillis) -> Option<LedgerEntry> {
+        let departure = self.ledger.depart(uid, departed_at)?;
+        self.reindex_loads(&departure.node);
+        Some(departure)
+    }
+
+    /// `Ledger::prune_departed`, keeping the node table's loads in step; the uids dropped.
+    pub fn prune_departed(&mut self, now: UnixMillis, horizon: Millis) -> Vec<String> {
+        let gone = self.ledger.prune_departed(now, horizon);
+        for entry in &gone {
+            self.reindex_loads(&entry.node);
+        }
+        gone.into_iter().map(|e| e.uid).collect()
+    }
+
     /// `Ledger::replace` (a full snapshot from the collector), then every node's loads.
     pub fn replace_placements(&mut self, entries: impl IntoIterator<Item = LedgerEntry>) {
         self.changed_all(false);
         self.ledger.replace(entries);
         self.slots.retain(|_, slot| {
             slot.loads_newest_first.clear();
+            slot.credits.clear();
             slot.state.is_some()
         });
         for entry in self.ledger.iter() {
@@ -364,7 +426,12 @@ impl Snapshot {
                 Some(slot) => slot,
                 None => self.slots.entry(entry.node.clone()).or_default(),
             };
-            slot.loads_newest_first.push(Load { placed_at: entry.placed_at, usage: entry.usage });
+            match credit_of(entry) {
+                Some(credit) => slot.credits.push(credit),
+                None => slot
+                    .loads_newest_first
+                    .push(Load { placed_at: entry.placed_at, usage: entry.usage }),
+            }
         }
         for slot in self.slots.values_mut() {
             slot.loads_newest_first.sort_unstable_by_key(|l| std::cmp::Reverse(l.placed_at));
@@ -374,25 +441,35 @@ impl Snapshot {
     /// Rebuilds `node`'s loads from its ledger entries (a handful: cheaper than patching).
     fn reindex_loads(&mut self, node: &str) {
         self.changed(node, false);
-        let mut loads: SmallVec<[Load; INLINE_LOADS]> = self
-            .ledger
-            .on_node(node)
+        let entries = self.ledger.on_node(node);
+        let mut loads: SmallVec<[Load; INLINE_LOADS]> = entries
             .iter()
+            .filter(|e| !e.source.is_departure())
             .map(|e| Load { placed_at: e.placed_at, usage: e.usage })
             .collect();
         loads.sort_unstable_by_key(|l| std::cmp::Reverse(l.placed_at));
+        let credits: Vec<Credit> = entries.iter().filter_map(credit_of).collect();
+        let empty = loads.is_empty() && credits.is_empty();
         match self.slots.get_mut(node) {
-            Some(slot) if loads.is_empty() && slot.state.is_none() => {
+            Some(slot) if empty && slot.state.is_none() => {
                 self.slots.remove(node);
             }
-            Some(slot) => slot.loads_newest_first = loads,
-            None if loads.is_empty() => {}
+            Some(slot) => (slot.loads_newest_first, slot.credits) = (loads, credits),
+            None if empty => {}
             None => {
-                self.slots
-                    .insert(node.to_owned(), NodeSlot { state: None, loads_newest_first: loads });
+                let slot = NodeSlot { state: None, loads_newest_first: loads, credits };
+                self.slots.insert(node.to_owned(), slot);
             }
         }
     }
+}
+
+/// A departure's credit as the request path reads it; `None` for an arrival.
+fn credit_of(entry: &LedgerEntry) -> Option<Credit> {
+    let LedgerSource::Departure { departed_at, .. } = entry.source else {
+        return None;
+    };
+    Some(Credit { arrived_at: entry.arrived_at(), departed_at, usage: entry.usage })
 }
 
 #[cfg(test)]

@@ -311,8 +311,12 @@ fn apply_op(snapshot: &mut Snapshot, op: &PendingOp) {
         PendingOp::Reserve(entry) => {
             snapshot.apply_placement(entry.clone());
         }
+        // An Unreserve takes back a reservation, never a departure: a pod that left keeps
+        // its credit until the collector prunes it (docs/design.md#departures).
         PendingOp::Unreserve { uid } => {
-            snapshot.delete_placement(uid);
+            if !snapshot.ledger().get(uid).is_some_and(|e| e.source.is_departure()) {
+                snapshot.delete_placement(uid);
+            }
         }
     }
 }
@@ -386,6 +390,65 @@ pub(crate) mod tests {
         assert_eq!(store.age(UnixMillis(20_000)), Millis(0));
         store.set_connected(false, UnixMillis(21_000));
         assert_eq!(store.age(UnixMillis(25_000)), Millis(4000));
+    }
+
+    /// docs/design.md#departures on the scorer: a departure streamed by the collector
+    /// replaces the pod's arrival in the scorer's ledger copy and lowers the prediction at
+    /// once (100 m of an 8-CPU node: 1.25 pp); a resync keeps it; a Reserve of the pod still
+    /// pending here, laid over again, never brings the pod back; an Unreserve never removes
+    /// the departure. Only the collector's release (its prune) does.
+    #[test]
+    fn a_streamed_departure_replaces_the_arrival_and_survives_lay_overs() {
+        use waterline_core::engine::{self, Ask, Candidates};
+        use waterline_core::snapshot::{Capacity, Sample};
+        let store = Store::default();
+        let now = UnixMillis(60 * 60_000);
+        let sampled = Sample { value: 70.0, at: now };
+        let n1 = NodeReport {
+            name: "n1".into(),
+            capacity: Capacity { cpu_millis: 8000, memory_bytes: 8 << 30 },
+            samples: vec![("cpu_usage_avg_5m".into(), sampled)],
+        };
+        let watched = LedgerEntry { source: LedgerSource::Watch, ..entry("web") };
+        let reset = Delta {
+            reset: true,
+            nodes: vec![n1],
+            placed: vec![watched.clone()],
+            ..Default::default()
+        };
+        store.apply(&reset, now);
+        store.apply_local(PendingOp::Reserve(entry("web")));
+        let departure = LedgerEntry {
+            source: LedgerSource::Departure { departed_at: now, arrival_known: true },
+            ..watched
+        };
+        store.apply(&Delta { placed: vec![departure.clone()], ..Default::default() }, now);
+        let ledger_share = |store: &Store| {
+            let generation = store.read();
+            let policy = waterline_core::Policy::default();
+            let pod = waterline_core::Pod::default();
+            let ask = Ask::Score { explain: true };
+            let answer = engine::evaluate(
+                &policy,
+                generation.snapshot(),
+                Some(generation.prepared()),
+                &pod,
+                ask,
+                Candidates::All,
+                now,
+            );
+            answer.terms[0][0].ledger
+        };
+        assert_eq!(store.read().ledger().get("web"), Some(&departure));
+        assert_eq!(ledger_share(&store), -1.25);
+        // A full resync that carries it, with the pending Reserve laid over: still departed.
+        store.apply(&Delta { placed: vec![departure.clone()], ..reset }, now);
+        assert_eq!(store.read().ledger().get("web"), Some(&departure));
+        store.apply_local(PendingOp::Unreserve { uid: "web".into() });
+        assert_eq!(store.read().ledger().get("web"), Some(&departure));
+        assert_eq!(ledger_share(&store), -1.25);
+        store.apply(&Delta { released: vec!["web".into()], ..Default::default() }, now);
+        assert!(store.read().ledger().get("web").is_none());
     }
 
     #[test]

@@ -124,6 +124,19 @@ impl FakeKube {
         self.pods.lock().unwrap().push(pod);
         let _ = self.pod_events.send(format!("{event}\n"));
     }
+
+    /// Removes pod `name` from the list and streams it as DELETED (its last state, as the API
+    /// server sends it) to every open pod watch. False when there is no such pod.
+    pub fn delete_pod(&self, name: &str) -> bool {
+        let mut pods = self.pods.lock().unwrap();
+        let Some(index) = pods.iter().position(|p| p["metadata"]["name"] == name) else {
+            return false;
+        };
+        let event = json!({"type": "DELETED", "object": pods.remove(index)});
+        drop(pods);
+        let _ = self.pod_events.send(format!("{event}\n"));
+        true
+    }
 }
 
 /// A running pod `name` on `node`, PodScheduled at `scheduled` (RFC 3339), one container

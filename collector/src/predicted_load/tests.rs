@@ -225,3 +225,56 @@ async fn the_ticker_publishes_the_state_and_times_each_refresh() {
     assert!(text.contains("waterline_predicted_load_refresh_duration_seconds_count 2\n"), "{text}");
     task.abort();
 }
+
+/// docs/design.md#departures on `/metrics`: a node at 70 % cpu, a 2-CPU pod (1700 m, 21.25 %
+/// of 8 cores) placed an hour ago leaves through the pod watch's release. The published 5 m
+/// average drops at once to 0.4875 and comes back to the sample's value when the 7 m absorb
+/// window has passed; the maximum (`departures: hold`, by its name) never moves.
+#[test]
+fn a_departure_drops_the_published_prediction_at_once_until_absorbed() {
+    let policy = parse_policy(
+        "metrics:\n\
+         - {name: cpu_usage_avg_5m, resource: cpu, query: q1, period: 30s, weight: 1}\n\
+         - {name: cpu_usage_max_avg_1h, resource: cpu, query: q2, period: 30s, weight: 1}\n",
+    )
+    .unwrap();
+    let node = |at: UnixMillis| NodeRecord {
+        capacity: Capacity { cpu_millis: 8000, memory_bytes: 8 << 30 },
+        samples: [
+            ("cpu_usage_avg_5m".to_owned(), Sample { value: 70.0, at }),
+            ("cpu_usage_max_avg_1h".to_owned(), Sample { value: 70.0, at }),
+        ]
+        .into(),
+    };
+    let mut registry = Registry::default();
+    let metrics = LoadMetrics::register(&mut registry);
+    let mut published = Published::default();
+    let state = ClusterState::default();
+    state.replace_nodes([("a".to_owned(), node(NOW))].into());
+    state.place(placed("web", "a", 1700, 0, UnixMillis(NOW.0 - 60 * 60_000)));
+    let publish = |published: &mut Published, at| {
+        published.apply(&metrics, predicted_loads(&policy, &snapshot_of(&state), at));
+        exposition(&registry)
+    };
+    let avg = |v: &str| {
+        format!(
+            r#"waterline_node_predicted_utilisation{{node="a",metric="cpu_usage_avg_5m",resource="cpu"}} {v}"#
+        )
+    };
+    let max = r#"waterline_node_predicted_utilisation{node="a",metric="cpu_usage_max_avg_1h",resource="cpu"} 0.7"#;
+    let text = publish(&mut published, NOW);
+    assert!(text.contains(&avg("0.7")) && text.contains(max), "{text}");
+
+    state.release_bound("web", NOW);
+    let text = publish(&mut published, NOW);
+    assert!(text.contains(&avg("0.4875")) && text.contains(max), "{text}");
+
+    // 6 m 59 s on (the sample refreshed, the pod's departure not in it yet): still credited.
+    let absorbed = UnixMillis(NOW.0 + 7 * 60_000);
+    state.replace_nodes([("a".to_owned(), node(UnixMillis(absorbed.0 - 1000)))].into());
+    let text = publish(&mut published, UnixMillis(absorbed.0 - 1000));
+    assert!(text.contains(&avg("0.4875")), "{text}");
+    // At 7 m the credit ends: the published value is the metric's own again.
+    let text = publish(&mut published, absorbed);
+    assert!(text.contains(&avg("0.7")) && text.contains(max), "{text}");
+}

@@ -11,7 +11,8 @@
 
 use super::answer::Evaluation;
 use super::plan::{
-    MetricPlan, PlanCurve, Request, colocation_conflict, observed_level, push_breach, truncate,
+    MetricPlan, PlanCurve, Request, colocation_conflict, observed_level, push_breach,
+    settled_level, truncate,
 };
 use super::prepared::Column;
 use super::rows::Rows;
@@ -242,7 +243,7 @@ fn predict_chunk(
         let predicted = &mut predicted[k * CHUNK..k * CHUNK + fast];
         let fresh = &mut fresh[k * CHUNK..k * CHUNK + fast];
         let levels = metric.column.levels;
-        // observed + ledger + incoming, as `Prediction::predicted` adds them.
+        // settled(observed, ledger) + incoming, as `Prediction::predicted` adds them.
         let observed = at_rows(levels, rows, consecutive, gathered);
         if plan.relative || plan.higher_is_better {
             for (p, &level) in predicted.iter_mut().zip(observed) {
@@ -260,12 +261,12 @@ fn predict_chunk(
             Some(ledger) => {
                 let ledger = at_rows(ledger, rows, consecutive, gathered);
                 for ((p, &ledger), &incoming) in predicted.iter_mut().zip(ledger).zip(incoming) {
-                    *p = *p + ledger + incoming;
+                    *p = settled_level(*p, ledger) + incoming;
                 }
             }
             None => {
                 for p in predicted.iter_mut() {
-                    *p = *p + 0.0 + 0.0;
+                    *p = settled_level(*p, 0.0) + 0.0;
                 }
             }
         }

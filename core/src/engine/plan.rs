@@ -12,12 +12,13 @@ use super::answer::{ScoreTerm, Stats};
 use super::breaker::breaker_open;
 use crate::curve::{least_used, round_half_away, round_score, water_level};
 use crate::estimate::{Usage, estimate};
+use crate::ledger::LedgerWindow;
 use crate::pod::Pod;
 use crate::policy::{
     Combine, Curve, Direction, Normalize, Policy, Resource, Rounding, StaleFilter,
 };
 use crate::snapshot::{Capacity, NodeSlot, NodeState, Snapshot};
-use crate::time::{Millis, UnixMillis};
+use crate::time::UnixMillis;
 
 /// One metric on one node, before the curve.
 #[derive(Clone, Copy, Debug)]
@@ -33,8 +34,20 @@ impl Prediction {
         Prediction { observed: None, ledger: 0.0, incoming: 0.0 };
 
     pub(super) fn predicted(&self) -> f64 {
-        self.observed.unwrap_or(0.0) + self.ledger + self.incoming
+        settled_level(self.observed.unwrap_or(0.0), self.ledger) + self.incoming
     }
+}
+
+/// `observed + ledger`, the level a node is predicted at before any incoming pod, with the
+/// floor departures need (docs/design.md#departures): a negative ledger (departures' credits
+/// outweighing recent arrivals) takes the level down to 0 at most, never below — nor below
+/// an observed level that is negative already (a `higherIsBetter` value above 100). With a
+/// ledger of 0 or more it is exactly `observed + ledger`. Every path of the engine and the
+/// collector's published prediction go through it.
+#[inline]
+pub fn settled_level(observed: f64, ledger: f64) -> f64 {
+    let sum = observed + ledger;
+    if ledger < 0.0 && sum < 0.0 { observed.min(0.0) } else { sum }
 }
 
 /// A metric's curve, resolved once per request (the policy's, or the metric's own).
@@ -67,7 +80,7 @@ pub(super) struct MetricPlan {
     /// Filter's threshold for this pod: the metric's `filterAbove`, or its priority tier's
     /// (`Policy::filter_above`).
     pub(super) filter_above: Option<f64>,
-    /// Index of the metric's absorb window in `Request::absorb_windows`.
+    /// Index of the metric's ledger window in `Request::absorb_windows`.
     pub(super) window: usize,
     /// The metric's name, and the start of a rejection reason, `cpu_usage_avg_5m `.
     pub(super) name: String,
@@ -84,7 +97,8 @@ pub(super) struct MetricPlan {
 pub(super) struct Shares {
     pub(super) cpu_incoming: f64,
     pub(super) memory_incoming: f64,
-    /// Per absorb window of the request: (cpu, memory) of the placements that still count.
+    /// Per ledger window of the request: (cpu, memory) of the placements that still count,
+    /// less the departures credited (negative when those outweigh).
     pub(super) ledger: SmallVec<[(f64, f64); 4]>,
 }
 
@@ -105,8 +119,8 @@ pub(super) struct Request<'a> {
     pub(super) snapshot: &'a Snapshot,
     pub(super) pod: &'a Pod,
     pub(super) metrics: Vec<MetricPlan>,
-    /// The distinct absorb windows of the policy's metrics.
-    pub(super) absorb_windows: SmallVec<[Millis; 4]>,
+    /// The distinct ledger windows (absorb window, departure credit) of the policy's metrics.
+    pub(super) absorb_windows: SmallVec<[LedgerWindow; 4]>,
     /// Σ weight of the metrics whose breaker is closed.
     pub(super) total_weight: f64,
     pub(super) truncate: bool,
@@ -136,12 +150,23 @@ pub(super) fn percent_of(amount: i64, capacity: i64, capped: &mut bool) -> f64 {
     }
 }
 
-/// The distinct absorb windows of the policy's metrics, in order of first use.
-pub(super) fn absorb_windows(policy: &Policy) -> SmallVec<[Millis; 4]> {
-    let mut windows: SmallVec<[Millis; 4]> = SmallVec::new();
+/// `percent_of` for a signed amount: a net credit (negative) is the same share below zero,
+/// capped at −100 %.
+pub(super) fn signed_percent_of(amount: i64, capacity: i64, capped: &mut bool) -> f64 {
+    if amount < 0 {
+        -percent_of(amount.saturating_neg(), capacity, capped)
+    } else {
+        percent_of(amount, capacity, capped)
+    }
+}
+
+/// The distinct ledger windows of the policy's metrics, in order of first use.
+pub(super) fn absorb_windows(policy: &Policy) -> SmallVec<[LedgerWindow; 4]> {
+    let mut windows: SmallVec<[LedgerWindow; 4]> = SmallVec::new();
     for m in &policy.metrics {
-        if !windows.contains(&m.absorb_window) {
-            windows.push(m.absorb_window);
+        let window = m.ledger_window();
+        if !windows.contains(&window) {
+            windows.push(window);
         }
     }
     windows
@@ -179,7 +204,10 @@ impl<'a> Request<'a> {
                     higher_is_better: m.direction == Direction::HigherIsBetter,
                     absent,
                     filter_above,
-                    window: absorb_windows.iter().position(|w| *w == m.absorb_window).unwrap_or(0),
+                    window: absorb_windows
+                        .iter()
+                        .position(|w| *w == m.ledger_window())
+                        .unwrap_or(0),
                     // `{}` of an f64 prints 65.0 as "65", as the policy file spells it.
                     over_limit: filter_above.map(|l| format!("% > {l}%")).unwrap_or_default(),
                     name: m.name.clone(),
@@ -248,8 +276,8 @@ impl<'a> Request<'a> {
         Shares { cpu_incoming, memory_incoming, ledger }
     }
 
-    /// Per absorb window: the (cpu, memory) share of `capacity` the placements on the node
-    /// that still count take, in percent.
+    /// Per ledger window: the (cpu, memory) share of `capacity` the placements on the node
+    /// that still count take, less the departures credited, in percent.
     pub(super) fn ledger_shares(
         &self,
         slot: &NodeSlot,
@@ -257,7 +285,7 @@ impl<'a> Request<'a> {
         capped: &mut bool,
     ) -> SmallVec<[(f64, f64); 4]> {
         let mut percent = |amount, capacity, used| {
-            if used { percent_of(amount, capacity, capped) } else { 0.0 }
+            if used { signed_percent_of(amount, capacity, capped) } else { 0.0 }
         };
         let mut ledger = SmallVec::new();
         for window in &self.absorb_windows {
@@ -588,8 +616,10 @@ pub(super) fn colocation_conflict(
 ) -> bool {
     for rule in &policy.anti_colocation {
         let Some(value) = pod.labels.get(&rule.label_key) else { continue };
+        // A departed pod is no longer on the node.
         let other = snapshot.ledger().on_node(node).iter().find(|e| {
-            e.uid != pod.uid
+            !e.source.is_departure()
+                && e.uid != pod.uid
                 && e.namespace == pod.namespace
                 && e.labels.get(&rule.label_key) == Some(value)
         });

@@ -21,7 +21,8 @@ use crate::policy::{Policy, Resource};
 use crate::snapshot::{Capacity, Changes, NodeSlot, Snapshot};
 use crate::time::{Millis, UnixMillis};
 
-use super::plan::{absorb_windows, percent_of};
+use super::plan::{absorb_windows, signed_percent_of};
+use crate::ledger::LedgerWindow;
 
 /// Beyond ±2⁶² ms the `now − placed_at < window` of the old path could overflow where
 /// `now < placed_at + window` does not: rows there always take the snapshot path.
@@ -34,7 +35,7 @@ const TIME_LIMIT: i64 = 1 << 62;
 struct Shape {
     /// Per policy metric: name and `to_percent`.
     metrics: Vec<(String, f64)>,
-    windows: SmallVec<[Millis; 4]>,
+    windows: SmallVec<[LedgerWindow; 4]>,
     ledger_enabled: bool,
     uses_cpu: bool,
     uses_memory: bool,
@@ -399,24 +400,25 @@ fn ledger_share(
     shape: &Shape,
     slot: &NodeSlot,
     capacity: Capacity,
-    window: Millis,
+    window: LedgerWindow,
     now: UnixMillis,
     head: &mut Head,
 ) -> (f64, f64) {
     let ledger = if shape.ledger_enabled { slot.unabsorbed(now, window) } else { Usage::default() };
     let mut percent = |amount, capacity, used| {
-        if used { percent_of(amount, capacity, &mut head.ledger_capped) } else { 0.0 }
+        if used { signed_percent_of(amount, capacity, &mut head.ledger_capped) } else { 0.0 }
     };
     let share = (
         percent(ledger.cpu_millis, capacity.cpu_millis, shape.uses_cpu),
         percent(ledger.memory_bytes, capacity.memory_bytes, shape.uses_memory),
     );
     if shape.ledger_enabled {
-        // A load counts while now − placed_at < window, i.e. while now < placed_at + window.
+        // A load counts while now − placed_at < window, i.e. while now < placed_at + window;
+        // a departure's credit likewise from its departure time.
         let (oldest_counting, newest_absorbed) = slot.absorb_boundary(now, window);
         let mut bound = |placed: Option<UnixMillis>, until: bool| {
             let Some(placed) = placed else { return };
-            match placed.0.checked_add(window.0).filter(|_| placed.0.abs() < TIME_LIMIT) {
+            match placed.0.checked_add(window.absorb.0).filter(|_| placed.0.abs() < TIME_LIMIT) {
                 Some(edge) if until => head.valid_until = head.valid_until.min(edge),
                 Some(edge) => head.valid_from = head.valid_from.max(edge),
                 None => (head.valid_from, head.valid_until) = (i64::MAX, i64::MIN),

@@ -245,3 +245,94 @@ fn a_guess_is_confirmed_moved_or_expired_once() {
     assert_eq!(ledger.expired_guesses(T0.plus(ttl)), 1);
     assert_eq!(ledger.prune_unconfirmed(T0.plus(ttl), Millis::from_mins(15)), ["late"]);
 }
+
+/// docs/design.md#departures: a watched pod that leaves becomes its departure, keyed by its
+/// uid, with its node, estimate and arrival; nothing but a departure changes it after.
+#[test]
+fn a_watched_pod_departs_and_stays_departed() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("a", "n1", T0, LedgerSource::Watch));
+    let left = T0.plus(Millis::from_mins(20));
+    let departure = ledger.depart("a", left).unwrap();
+    assert_eq!(
+        departure.source,
+        LedgerSource::Departure { departed_at: left, arrival_known: true }
+    );
+    assert_eq!((departure.placed_at, departure.node.as_str()), (T0, "n1"));
+    assert_eq!(ledger.len(), 1);
+    // A late watch event or Reserve of the pod never brings it back, on any node.
+    assert!(ledger.apply(entry("a", "n1", T0, LedgerSource::Watch)).is_none());
+    assert!(ledger.apply(entry("a", "n2", T0, LedgerSource::Reserve)).is_none());
+    assert_eq!(ledger.get("a").unwrap(), &departure);
+    // Departing again changes nothing; a departure told twice keeps the earliest time.
+    assert!(ledger.depart("a", left.plus(Millis(5))).is_none());
+    let earlier = left.minus(Millis(1_000));
+    let told_earlier = entry("a", "n1", T0, LedgerSource::Watch).departure(earlier);
+    let stored = ledger.apply(told_earlier).unwrap();
+    // The arrival it knew is kept though the second one did not know it.
+    assert_eq!(
+        stored.source,
+        LedgerSource::Departure { departed_at: earlier, arrival_known: true }
+    );
+    assert_eq!(stored.placed_at, T0);
+    // Not an arrival: no hot-value binding, and no placement of its own.
+    assert_eq!(ledger.placements_within("n1", left, Millis::from_mins(60)), 0);
+}
+
+#[test]
+fn a_pod_only_reserved_or_guessed_has_nothing_to_depart() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("r", "n1", T0, LedgerSource::Reserve));
+    let guess = LedgerSource::Provisional { expires_at: T0.plus(Millis(15_000)) };
+    ledger.apply(entry("g", "n1", T0, guess));
+    assert_eq!(ledger.depart("r", T0), None);
+    assert_eq!(ledger.depart("g", T0), None);
+    assert_eq!(ledger.depart("unknown", T0), None);
+    assert_eq!(ledger.len(), 2);
+}
+
+/// The credit's arithmetic per window, 850 m estimate, 7 m absorb window.
+#[test]
+fn a_departure_cancels_or_credits_by_the_window() {
+    let hold = LedgerWindow { absorb: WINDOW, departures: DepartureCredit::Hold };
+    let mut ledger = Ledger::default();
+    // "old" arrived 20 m before leaving (absorbed): credited; "new" 2 m before: cancelled.
+    let left = T0.plus(Millis::from_mins(20));
+    ledger.apply(entry("old", "n1", T0, LedgerSource::Watch));
+    ledger.apply(entry("new", "n1", left.minus(Millis::from_mins(2)), LedgerSource::Watch));
+    assert_eq!(ledger.unabsorbed("n1", left, WINDOW).cpu_millis, 850);
+    ledger.depart("old", left);
+    ledger.depart("new", left);
+    let at = |mins| left.plus(Millis::from_mins(mins));
+    assert_eq!(ledger.unabsorbed("n1", left, WINDOW).cpu_millis, -850);
+    assert_eq!(ledger.unabsorbed("n1", at(6), WINDOW).cpu_millis, -850);
+    assert_eq!(ledger.unabsorbed("n1", at(7), WINDOW).cpu_millis, 0);
+    assert_eq!(ledger.unabsorbed("n1", left, hold).cpu_millis, 0);
+    // ListNodes' time left: the credit's for "old", none for the cancelled "new".
+    let remaining =
+        |uid: &str, w: LedgerWindow| ledger.get(uid).unwrap().absorb_remaining(at(2), w);
+    assert_eq!(remaining("old", WINDOW.into()), Millis::from_mins(5));
+    assert_eq!(remaining("new", WINDOW.into()), Millis(0));
+    assert_eq!(remaining("old", hold), Millis(0));
+}
+
+/// A relist shows no departed pod, and must not drop the credit; departures leave once the
+/// longest absorb window has passed, and count in the ledger's size meanwhile.
+#[test]
+fn a_relist_keeps_departures_until_they_are_pruned() {
+    let mut ledger = Ledger::default();
+    ledger.apply(entry("gone", "n1", T0, LedgerSource::Watch));
+    ledger.apply(entry("live", "n1", T0, LedgerSource::Watch));
+    let left = T0.plus(Millis::from_mins(30));
+    ledger.depart("gone", left);
+    let removed = ledger.reset([entry("live", "n1", T0, LedgerSource::Watch)], left, WINDOW);
+    assert!(removed.is_empty(), "{removed:?}");
+    assert_eq!(ledger.len(), 2);
+    assert_eq!(ledger.unabsorbed("n1", left, WINDOW).cpu_millis, -850);
+    // Neither prune_unconfirmed (for Reserves and guesses) nor a horizon not yet passed.
+    assert!(ledger.prune_unconfirmed(left.plus(Millis::from_mins(60)), WINDOW).is_empty());
+    assert!(ledger.prune_departed(left.plus(WINDOW).minus(Millis(1)), WINDOW).is_empty());
+    let pruned = ledger.prune_departed(left.plus(WINDOW), WINDOW);
+    assert_eq!(pruned.iter().map(|e| e.uid.as_str()).collect::<Vec<_>>(), ["gone"]);
+    assert_eq!(ledger.len(), 1);
+}

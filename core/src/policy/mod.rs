@@ -5,6 +5,7 @@ mod file;
 
 use std::collections::BTreeMap;
 
+use crate::ledger::{DepartureCredit, LedgerWindow};
 use crate::time::Millis;
 
 pub use file::{PolicyError, metric_field_error, parse_policy};
@@ -37,6 +38,9 @@ pub struct MetricSpec {
     /// How long a placement counts toward this metric's predicted value: until the metric
     /// can show the pod (`derived_absorb_window` unless the file sets it).
     pub absorb_window: Millis,
+    /// Whether a departure lowers this metric's prediction (docs/policy.md#departures):
+    /// `departures:` in the file, else [`default_departure_credit`] of the name and query.
+    pub departures: DepartureCredit,
     /// What the query returns; only `Percent` values are clamped to 0..100 by the collector.
     pub unit: Unit,
     /// Multiplies the query's value into percent: 1 for percent, 100 for a ratio, `scale`,
@@ -104,6 +108,25 @@ pub const DEFAULT_METRIC_WINDOW: Millis = Millis(5 * 60_000);
 /// Saturates, as [`auto_max_age`] does.
 pub fn derived_absorb_window(window: Millis, period: Millis, lag: Millis) -> Millis {
     Millis(window.0.saturating_add(period.0).saturating_add(lag.0))
+}
+
+/// Whether a departure credits a metric that does not say (`departures:`): `hold` when its
+/// name or query reads a maximum over time — a `max` word of a metric or rule name
+/// (`cpu_usage_max_avg_1h`, `waterline:node_cpu_usage:max_avg1h`, `max_over_time(…)`, a
+/// trailing `_max`) — because a maximum keeps reading the departed pod's peak until its span
+/// has passed; `credit` otherwise (an average, which drops as the pod's samples leave its
+/// window). `max(…)` and `max by (…)`, aggregations across series at one instant, are not a
+/// maximum over time and do not count.
+pub fn default_departure_credit(name: &str, query: &str) -> DepartureCredit {
+    let word_max = |text: &str| {
+        text.match_indices("max").any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + 3..].chars().next();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric())
+                && matches!(after, None | Some('_' | ':'))
+        })
+    };
+    if word_max(name) || word_max(query) { DepartureCredit::Hold } else { DepartureCredit::Credit }
 }
 
 /// One window of Crane's "hot value": every `count` bindings within `window` add one.
@@ -252,6 +275,7 @@ fn default_metric(
         max_age: auto_max_age(period),
         window: DEFAULT_METRIC_WINDOW,
         absorb_window: derived_absorb_window(DEFAULT_METRIC_WINDOW, period, DEFAULT_LAG),
+        departures: default_departure_credit(name, query),
         unit: Unit::Percent,
         to_percent: 1.0,
         normalize: Normalize::Percent,
@@ -351,6 +375,13 @@ impl Default for Policy {
     }
 }
 
+impl MetricSpec {
+    /// How this metric reads the ledger: its absorb window, and whether departures credit it.
+    pub fn ledger_window(&self) -> LedgerWindow {
+        LedgerWindow { absorb: self.absorb_window, departures: self.departures }
+    }
+}
+
 impl Policy {
     pub fn metric(&self, name: &str) -> Option<&MetricSpec> {
         self.metrics.iter().find(|m| m.name == name)
@@ -404,6 +435,33 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn departures_credit_averages_and_hold_maxima_unless_told() {
+        let metrics = default_metrics();
+        let held: Vec<&str> = metrics
+            .iter()
+            .filter(|m| m.departures == DepartureCredit::Hold)
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(
+            held,
+            [
+                "cpu_usage_max_avg_1h",
+                "cpu_usage_max_avg_1d",
+                "mem_usage_max_avg_1h",
+                "mem_usage_max_avg_1d"
+            ]
+        );
+        let credit = |name, query| default_departure_credit(name, query);
+        assert_eq!(credit("cpu_peak", "max_over_time(x[1h])"), DepartureCredit::Hold);
+        assert_eq!(credit("cpu_peak", "waterline:node_cpu:max"), DepartureCredit::Hold);
+        assert_eq!(credit("cpu_max", "q"), DepartureCredit::Hold);
+        // Across series at one instant, or a word that only contains the letters.
+        assert_eq!(credit("cpu", "max by (node) (rate(x[5m]))"), DepartureCredit::Credit);
+        assert_eq!(credit("cpu", "max(rate(x[5m]))"), DepartureCredit::Credit);
+        assert_eq!(credit("climax_avg", "maximal_avg"), DepartureCredit::Credit);
+    }
 
     #[test]
     fn ledger_entries_keep_only_the_labels_anti_colocation_reads() {

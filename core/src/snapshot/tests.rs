@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::ledger::LedgerSource;
+use crate::ledger::{DepartureCredit, LedgerSource, LedgerWindow};
 
 const T0: UnixMillis = UnixMillis(1_800_000_000_000);
 const WINDOW: Millis = Millis::from_mins(7);
@@ -38,8 +38,10 @@ fn upsert_replaces_all_samples_of_a_node() {
 }
 
 /// The per-node loads Score reads are an index over the ledger: after any mix of applies
-/// (new, earlier-time merges, moves), deletes, full replacements and node removals, every
-/// slot must answer exactly what `Ledger::unabsorbed` / `placements_within` say.
+/// (new, earlier-time merges, moves), departures (of watched pods and of pods no ledger
+/// held), deletes, prunes, full replacements and node removals, every slot must answer
+/// exactly what `Ledger::unabsorbed` (through a crediting and a holding window) and
+/// `placements_within` say.
 #[test]
 fn load_index_always_agrees_with_the_ledger() {
     let mut snap = Snapshot::default();
@@ -56,14 +58,26 @@ fn load_index_always_agrees_with_the_ledger() {
         let uid = format!("u{}", next(40));
         let node = nodes[next(3) as usize];
         let at = T0.plus(Millis(next(15 * 60_000) as i64));
-        match next(12) {
+        match next(15) {
             0..=5 => {
                 let mut e = entry(&uid, node, at);
                 e.usage.cpu_millis = 100 + next(900) as i64;
+                if next(2) == 0 {
+                    e.source = LedgerSource::Watch;
+                }
                 snap.apply_placement(e);
             }
             6..=8 => {
                 snap.delete_placement(&uid);
+            }
+            12 => {
+                snap.depart_placement(&uid, at);
+            }
+            13 => {
+                snap.apply_placement(entry(&uid, node, at).departure(at));
+            }
+            14 => {
+                snap.prune_departed(at, WINDOW);
             }
             9 => {
                 let kept: Vec<LedgerEntry> = snap.ledger().iter().take(5).cloned().collect();
@@ -77,12 +91,17 @@ fn load_index_always_agrees_with_the_ledger() {
             }
         }
         let now = T0.plus(Millis(next(20 * 60_000) as i64));
+        let hold = LedgerWindow { absorb: WINDOW, departures: DepartureCredit::Hold };
         for node in nodes {
-            let (load, count) = snap
+            let (load, held, count) = snap
                 .slot(node)
-                .map(|s| (s.unabsorbed(now, WINDOW), s.placements_within(now, WINDOW)))
+                .map(|s| {
+                    let count = s.placements_within(now, WINDOW);
+                    (s.unabsorbed(now, WINDOW), s.unabsorbed(now, hold), count)
+                })
                 .unwrap_or_default();
             assert_eq!(load, snap.ledger().unabsorbed(node, now, WINDOW), "step {step}, {node}");
+            assert_eq!(held, snap.ledger().unabsorbed(node, now, hold), "step {step}, {node}");
             assert_eq!(count, snap.ledger().placements_within(node, now, WINDOW), "step {step}");
         }
         let known = nodes.iter().filter(|n| snap.node(n).is_some()).count();

@@ -183,6 +183,24 @@ pub fn view(pod: &KubePod, policy: &Policy) -> Result<PodView, PodError> {
     Ok(PodView::Placed(placement(policy, pod, &node, placed_at, LedgerSource::Watch)?))
 }
 
+/// When a pod is leaving its node: now for a deleted one (`deleted`: a delete event), and
+/// for a terminating one (its `deletionTimestamp` set: an eviction or a graceful delete under
+/// way) the earlier of `now` and that timestamp — the time by which the kubelet kills it, so
+/// its load is gone by then. `None` for a pod that is staying.
+pub fn leaving_at(pod: &KubePod, deleted: bool, now: UnixMillis) -> Option<UnixMillis> {
+    let deletion = pod.metadata.deletion_timestamp.as_ref();
+    match deletion.map(|t| UnixMillis(t.0.as_millisecond())) {
+        Some(at) => Some(at.min(now)),
+        None => deleted.then_some(now),
+    }
+}
+
+/// A placed pod's entry as its departure at `departed_at` (docs/design.md#departures).
+fn departure(entry: LedgerEntry, departed_at: UnixMillis) -> LedgerEntry {
+    let source = LedgerSource::Departure { departed_at, arrival_known: true };
+    LedgerEntry { source, ..entry }
+}
+
 fn describe(pod: &KubePod) -> String {
     format!(
         "{}/{}",
@@ -252,6 +270,12 @@ impl PodIndex {
 impl Index<KubePod> for PodIndex {
     fn apply(&mut self, pod: KubePod) {
         match self.convert(&pod) {
+            Some(PodView::Placed(entry)) if pod.metadata.deletion_timestamp.is_some() => {
+                // Terminating: its load leaves the prediction now (docs/design.md#departures).
+                let at = leaving_at(&pod, false, UnixMillis::now()).unwrap_or_else(UnixMillis::now);
+                self.placed.remove(&entry.uid);
+                self.state.depart_bound(departure(entry, at));
+            }
             Some(PodView::Placed(entry)) => {
                 let previous = self.placed.insert(entry.uid.clone(), entry.node.clone());
                 let (Some(filter), Some(domain)) = (self.shadow.as_ref(), self.requests(&pod))
@@ -277,7 +301,8 @@ impl Index<KubePod> for PodIndex {
                 // under way, so it stays.
                 let was_placed = self.placed.remove(&uid).is_some();
                 if was_placed || is_finished(&pod) {
-                    self.state.release_bound(&uid);
+                    // Finished: a watched pod departs now, a reserved one is released.
+                    self.state.release_bound(&uid, UnixMillis::now());
                 }
             }
             None => {}
@@ -285,10 +310,15 @@ impl Index<KubePod> for PodIndex {
     }
 
     fn delete(&mut self, pod: KubePod) {
-        // A deleted pod leaves whatever put it in the ledger, a Reserve included.
-        if let Some(uid) = pod.metadata.uid.as_deref() {
-            self.placed.remove(uid);
-            self.state.release_bound(uid);
+        // A deleted pod leaves whatever put it in the ledger, a Reserve included; a bound one
+        // departs (even one this watch never saw: it gets the full credit).
+        let Some(uid) = pod.metadata.uid.as_deref() else { return };
+        self.placed.remove(uid);
+        let now = UnixMillis::now();
+        let at = leaving_at(&pod, true, now).unwrap_or(now);
+        match self.convert(&pod) {
+            Some(PodView::Placed(entry)) => self.state.depart_bound(departure(entry, at)),
+            _ => self.state.release_bound(uid, at),
         }
     }
 
@@ -298,6 +328,11 @@ impl Index<KubePod> for PodIndex {
 
     fn init_apply(&mut self, pod: KubePod) {
         if let Some(PodView::Placed(entry)) = self.convert(&pod) {
+            // A terminating pod is listed as its departure (the reset keeps it as one).
+            let entry = match leaving_at(&pod, false, UnixMillis::now()) {
+                Some(at) => departure(entry, at),
+                None => entry,
+            };
             let requests = self.requests(&pod).map(|p| Requests::of(&p));
             self.relist.get_or_insert_with(Vec::new).push((entry, requests));
         }

@@ -164,11 +164,20 @@ async fn list_then_watch_events_fill_move_and_empty_the_ledger() {
     let query = api.watch(PODS, vec![event("DELETED", &pod("c", "node-1", 3, 14))]).await;
     assert!(query.contains("resourceVersion=13"), "{query}");
     let seen = ledger(&state);
-    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen.len(), 3, "{seen:?}");
     assert_eq!(seen["uid-b"], ("node-3".into(), scheduled(2), LedgerSource::Watch));
     assert_eq!(seen["uid-c"].1, scheduled(3));
+    // a finished: its entry is its departure (docs/design.md#departures), arrival kept.
+    assert_eq!(seen["uid-a"].1, scheduled(1));
+    assert!(matches!(seen["uid-a"].2, LedgerSource::Departure { arrival_known: true, .. }));
 
     api.watch(PODS, vec![]).await;
+    // c deleted: departed too. Both leave once no metric counts them (`prune_departed`).
+    let seen = ledger(&state);
+    assert_eq!(seen.keys().collect::<Vec<_>>(), vec!["uid-a", "uid-b", "uid-c"]);
+    assert!(seen["uid-c"].2.is_departure());
+    let longest = Policy::default().longest_absorb_window();
+    assert_eq!(state.prune_departed(UnixMillis::now().plus(longest), longest), 2);
     assert_eq!(ledger(&state).keys().collect::<Vec<_>>(), vec!["uid-b"]);
 }
 
@@ -242,10 +251,10 @@ async fn errors_are_logged_and_retried_and_never_end_the_watch() {
     let seen = ledger(&state);
     assert_eq!(seen.keys().map(String::as_str).collect::<Vec<_>>(), vec!["uid-a", "uid-b"]);
 
-    // Still alive after all that.
+    // Still alive after all that: the deletion is seen (a departs).
     api.watch(PODS, vec![event("DELETED", &pod("a", "node-1", 1, 14))]).await;
     api.watch(PODS, vec![]).await;
-    assert_eq!(ledger(&state).keys().map(String::as_str).collect::<Vec<_>>(), vec!["uid-b"]);
+    assert!(ledger(&state)["uid-a"].2.is_departure());
 }
 
 #[tokio::test(start_paused = true)]

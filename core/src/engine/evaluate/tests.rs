@@ -1,7 +1,7 @@
 //! `evaluate` against the reference walk (`reference.rs`): Evaluate against
 //! `evaluate_reference` (filter, then score of the feasible names), Score against `score`,
 //! with and without a `Prepared` table, for every kind of candidate list: random snapshots,
-//! ledgers, pods and policies, the table kept up to date through random changes, asked at
+//! ledgers (arrivals and departures, cancelled and credited), pods and policies, the table kept up to date through random changes, asked at
 //! random times — the same answer, score for score, term for term and reason for reason. Cases: `WATERLINE_FUZZ_CASES`
 //! (default 256).
 
@@ -60,7 +60,7 @@ ledger: {enabled: false}
         "\
 metrics:
   - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 0.5, filterAbove: 65}
-  - {name: mem_usage_avg_5m, resource: memory, query: q, period: 30s, weight: 0.5}
+  - {name: mem_usage_avg_5m, resource: memory, query: q, period: 30s, weight: 0.5, departures: hold}
 priorities:
   - {minPriority: 9000, filterAbove: {cpu_usage_avg_5m: 40, mem_usage_avg_5m: 50}}
   - {minPriority: 0, filterAbove: {cpu_usage_avg_5m: 80}}
@@ -106,8 +106,32 @@ struct NodeGen {
 enum Change {
     Upsert(NodeGen),
     Remove(usize),
-    Place { uid: usize, node: usize, age_s: i64, cpu: i64, memory: i64, app: bool },
+    Place {
+        uid: usize,
+        node: usize,
+        age_s: i64,
+        cpu: i64,
+        memory: i64,
+        app: bool,
+    },
     Release(usize),
+    /// The pod's watched entry departs `age_s` before `NOW` (nothing when it has none).
+    Depart {
+        uid: usize,
+        age_s: i64,
+    },
+    /// A departure of a pod no ledger held, on `node`.
+    DepartUnknown {
+        uid: usize,
+        node: usize,
+        age_s: i64,
+        cpu: i64,
+        memory: i64,
+    },
+    /// Departures older than `horizon_s` leave.
+    Prune {
+        horizon_s: i64,
+    },
 }
 
 fn capacity() -> impl Strategy<Value = Capacity> {
@@ -138,6 +162,12 @@ fn change() -> impl Strategy<Value = Change> {
                 uid, node, age_s, cpu, memory, app
             }),
         1 => (0usize..40).prop_map(Change::Release),
+        2 => (0usize..40, -120i64..3600).prop_map(|(uid, age_s)| Change::Depart { uid, age_s }),
+        1 => (0usize..40, 0..NODES, -120i64..3600, 0i64..6000, 0i64..(8 << 30))
+            .prop_map(|(uid, node, age_s, cpu, memory)| Change::DepartUnknown {
+                uid, node, age_s, cpu, memory
+            }),
+        1 => (0i64..3600).prop_map(|horizon_s| Change::Prune { horizon_s }),
     ]
 }
 
@@ -177,6 +207,27 @@ fn apply(snap: &mut Snapshot, change: &Change, metrics: &[String]) {
         }
         Change::Release(uid) => {
             snap.delete_placement(&format!("p{uid}"));
+        }
+        Change::Depart { uid, age_s } => {
+            snap.depart_placement(&format!("p{uid}"), NOW.minus(Millis::from_secs(*age_s)));
+        }
+        Change::DepartUnknown { uid, node, age_s, cpu, memory } => {
+            let uid = format!("p{uid}");
+            let departed_at = NOW.minus(Millis::from_secs(*age_s));
+            let entry = LedgerEntry {
+                uid: uid.clone(),
+                namespace: "default".into(),
+                name: uid,
+                node: name(*node),
+                placed_at: departed_at,
+                usage: Usage { cpu_millis: *cpu, memory_bytes: *memory },
+                source: LedgerSource::Watch,
+                labels: BTreeMap::new(),
+            };
+            snap.apply_placement(entry.departure(departed_at));
+        }
+        Change::Prune { horizon_s } => {
+            snap.prune_departed(NOW, Millis::from_secs(*horizon_s));
         }
     }
 }

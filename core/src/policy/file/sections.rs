@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use super::values::{Duration, MaxAge, NonNegative, Percent, Positive, Share, Span};
 use super::{Located, PolicyError};
+use crate::ledger::DepartureCredit;
 use crate::policy::*;
 use crate::yaml::{ByteQuantity, CpuQuantity};
 
@@ -30,6 +31,8 @@ pub(super) struct MetricFile {
     /// of the 5 m average): how long a new pod takes to show fully in the value.
     window: Option<Duration>,
     absorb_window: Option<Duration>,
+    /// Whether a departure lowers the prediction (`credit`) or not (`hold`, a maximum).
+    departures: Option<DeparturesFile>,
     unit: Option<UnitFile>,
     /// A raw value's 100 %: `percent = value / max × 100`.
     max: Option<Positive>,
@@ -38,6 +41,13 @@ pub(super) struct MetricFile {
     normalize: Option<NormalizeFile>,
     direction: Option<DirectionFile>,
     curve: Option<CurveFile>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum DeparturesFile {
+    Credit,
+    Hold,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq)]
@@ -143,6 +153,15 @@ pub(super) fn metrics(
             ResourceFile::Other => Resource::Other,
         };
         let scoring = scoring(at, i, &m, resource, policy_curve)?;
+        let departures = match m.departures {
+            None => default_departure_credit(&m.name, &m.query),
+            Some(DeparturesFile::Credit) => DepartureCredit::Credit,
+            Some(DeparturesFile::Hold) => DepartureCredit::Hold,
+        };
+        if m.departures == Some(DeparturesFile::Credit) && resource == Resource::Other {
+            let why = "a metric of resource other has no ledger, so no departure to credit: leave departures out";
+            return Err(at.metric_error(i, "departures", why));
+        }
         metrics.push(MetricSpec {
             name: m.name,
             resource,
@@ -153,6 +172,7 @@ pub(super) fn metrics(
             max_age: max_age(m.max_age.unwrap_or(defaults.max_age), period),
             window,
             absorb_window: absorb(window, period, m.absorb_window.map(|w| w.0)),
+            departures,
             unit: scoring.unit,
             to_percent: scoring.to_percent,
             normalize: scoring.normalize,

@@ -386,3 +386,30 @@ fn priority_tier_errors_name_the_field_and_line() {
         "{err}"
     );
 }
+
+/// docs/policy.md#departures: `departures: credit | hold`, else derived from the name and
+/// query; a bad value and a credit on a metric with no ledger name the field and line.
+#[test]
+fn departures_are_credited_or_held_per_metric() {
+    use crate::ledger::DepartureCredit::{Credit, Hold};
+    let policy = parse_policy(
+        "metrics:\n\
+         - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 1}\n\
+         - {name: cpu_peak, resource: cpu, query: 'max_over_time(x[1h])', period: 5m, weight: 1}\n\
+         - {name: cpu_peak_credited, resource: cpu, query: 'max_over_time(x[1h])', period: 5m, weight: 1, departures: credit}\n\
+         - {name: mem_avg_held, resource: memory, query: q, period: 30s, weight: 1, departures: hold}\n",
+    )
+    .unwrap();
+    let marks: Vec<_> = policy.metrics.iter().map(|m| m.departures).collect();
+    assert_eq!(marks, [Credit, Hold, Credit, Hold]);
+
+    let text = "metrics:\n  - name: cpu\n    resource: cpu\n    query: q\n    period: 30s\n    weight: 1\n    departures: forget\n";
+    let err = parse_policy(text).unwrap_err().0;
+    assert!(err.contains("metrics[0].departures") && err.contains("line 7"), "{err}");
+    assert!(err.contains("credit") && err.contains("hold"), "{err}");
+
+    let text = "metrics:\n  - name: net\n    resource: other\n    query: q\n    period: 30s\n    weight: 1\n    departures: credit\n";
+    let err = parse_policy(text).unwrap_err().0;
+    assert!(err.contains("metrics[0].departures") && err.contains("line 7"), "{err}");
+    assert!(err.contains("no ledger"), "{err}");
+}

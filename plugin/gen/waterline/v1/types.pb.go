@@ -34,6 +34,13 @@ const (
 	// A guess recorded before the scheduler's decision is known (ReserveRequest.provisional_ttl):
 	// it expires at provisional_expires_at unless a Reserve or the watch confirms it.
 	LedgerSource_LEDGER_SOURCE_PROVISIONAL LedgerSource = 3
+	// The pod left the node (deleted, evicted or finished) at departed_at: its load leaves the
+	// prediction at once (docs/design.md#departures). An un-absorbed arrival is cancelled; where
+	// a metric had absorbed the arrival, the estimate (cpu_millis, memory_bytes, positive) is
+	// subtracted until that metric has absorbed the departure too. placed_at is the arrival,
+	// unset when not known. A reader that predates this value must not count the entry as a
+	// placement (waterline's own read it as a Reserve: upgrade scorers before collectors).
+	LedgerSource_LEDGER_SOURCE_DEPARTURE LedgerSource = 4
 )
 
 // Enum value maps for LedgerSource.
@@ -43,12 +50,14 @@ var (
 		1: "LEDGER_SOURCE_RESERVE",
 		2: "LEDGER_SOURCE_WATCH",
 		3: "LEDGER_SOURCE_PROVISIONAL",
+		4: "LEDGER_SOURCE_DEPARTURE",
 	}
 	LedgerSource_value = map[string]int32{
 		"LEDGER_SOURCE_UNSPECIFIED": 0,
 		"LEDGER_SOURCE_RESERVE":     1,
 		"LEDGER_SOURCE_WATCH":       2,
 		"LEDGER_SOURCE_PROVISIONAL": 3,
+		"LEDGER_SOURCE_DEPARTURE":   4,
 	}
 )
 
@@ -440,8 +449,10 @@ type LedgerEntry struct {
 	AbsorbRemainingByMetric map[string]*durationpb.Duration `protobuf:"bytes,11,rep,name=absorb_remaining_by_metric,json=absorbRemainingByMetric,proto3" json:"absorb_remaining_by_metric,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Only with LEDGER_SOURCE_PROVISIONAL: when the entry leaves the ledger unless confirmed.
 	ProvisionalExpiresAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=provisional_expires_at,json=provisionalExpiresAt,proto3" json:"provisional_expires_at,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Only with LEDGER_SOURCE_DEPARTURE, and required there: when the pod left the node.
+	DepartedAt    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=departed_at,json=departedAt,proto3" json:"departed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LedgerEntry) Reset() {
@@ -558,6 +569,13 @@ func (x *LedgerEntry) GetProvisionalExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *LedgerEntry) GetDepartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DepartedAt
+	}
+	return nil
+}
+
 var File_waterline_v1_types_proto protoreflect.FileDescriptor
 
 const file_waterline_v1_types_proto_rawDesc = "" +
@@ -599,7 +617,7 @@ const file_waterline_v1_types_proto_rawDesc = "" +
 	"\tNodeState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\bcapacity\x18\x02 \x01(\v2\x16.waterline.v1.CapacityR\bcapacity\x124\n" +
-	"\ametrics\x18\x03 \x03(\v2\x1a.waterline.v1.MetricSampleR\ametrics\"\x92\x06\n" +
+	"\ametrics\x18\x03 \x03(\v2\x1a.waterline.v1.MetricSampleR\ametrics\"\xcf\x06\n" +
 	"\vLedgerEntry\x12\x17\n" +
 	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -614,18 +632,21 @@ const file_waterline_v1_types_proto_rawDesc = "" +
 	"\x10absorb_remaining\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x0fabsorbRemaining\x12s\n" +
 	"\x1aabsorb_remaining_by_metric\x18\v \x03(\v26.waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntryR\x17absorbRemainingByMetric\x12P\n" +
-	"\x16provisional_expires_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x14provisionalExpiresAt\x1a9\n" +
+	"\x16provisional_expires_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x14provisionalExpiresAt\x12;\n" +
+	"\vdeparted_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"departedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ae\n" +
 	"\x1cAbsorbRemainingByMetricEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05value:\x028\x01*\x80\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05value:\x028\x01*\x9d\x01\n" +
 	"\fLedgerSource\x12\x1d\n" +
 	"\x19LEDGER_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15LEDGER_SOURCE_RESERVE\x10\x01\x12\x17\n" +
 	"\x13LEDGER_SOURCE_WATCH\x10\x02\x12\x1d\n" +
-	"\x19LEDGER_SOURCE_PROVISIONAL\x10\x03B\xb3\x01\n" +
+	"\x19LEDGER_SOURCE_PROVISIONAL\x10\x03\x12\x1b\n" +
+	"\x17LEDGER_SOURCE_DEPARTURE\x10\x04B\xb3\x01\n" +
 	"\x10com.waterline.v1B\n" +
 	"TypesProtoP\x01ZBgithub.com/waterline/waterline/plugin/gen/waterline/v1;waterlinev1\xa2\x02\x03WXX\xaa\x02\fWaterline.V1\xca\x02\fWaterline\\V1\xe2\x02\x18Waterline\\V1\\GPBMetadata\xea\x02\rWaterline::V1b\x06proto3"
 
@@ -669,12 +690,13 @@ var file_waterline_v1_types_proto_depIdxs = []int32{
 	11, // 8: waterline.v1.LedgerEntry.absorb_remaining:type_name -> google.protobuf.Duration
 	9,  // 9: waterline.v1.LedgerEntry.absorb_remaining_by_metric:type_name -> waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
 	10, // 10: waterline.v1.LedgerEntry.provisional_expires_at:type_name -> google.protobuf.Timestamp
-	11, // 11: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry.value:type_name -> google.protobuf.Duration
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	10, // 11: waterline.v1.LedgerEntry.departed_at:type_name -> google.protobuf.Timestamp
+	11, // 12: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry.value:type_name -> google.protobuf.Duration
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_types_proto_init() }

@@ -333,21 +333,69 @@ mod index {
         let listed = state.list(&[], UnixMillis(0), &[]);
         assert_eq!(listed.ledger[0].0.source, LedgerSource::Watch);
 
+        // Finished: the watched pod departs (docs/design.md#departures), and a late event
+        // of it (or a Reserve) never brings it back.
         let mut done = running("1", "1Gi");
         done["status"]["phase"] = json!("Succeeded");
         index.apply(kube_pod(done));
-        assert!(uids(&state).is_empty());
+        let source = |state: &ClusterState| state.list(&[], UnixMillis(0), &[]).ledger[0].0.source;
+        assert!(matches!(source(&state), LedgerSource::Departure { arrival_known: true, .. }));
+        index.apply(kube_pod(running("1", "1Gi")));
+        state.place(reserve("uid-web-0"));
+        assert!(source(&state).is_departure());
+        assert_eq!(uids(&state), vec!["uid-web-0"]);
 
-        // A finished pod releases a reservation the watch never confirmed, and so does a
-        // deletion.
+        // A finished pod releases a reservation the watch never confirmed (it never ran).
+        let (state, mut index) = self::index();
         state.place(reserve("uid-web-0"));
         let mut failed = running("1", "1Gi");
         failed["status"]["phase"] = json!("Failed");
         index.apply(kube_pod(failed));
         assert!(uids(&state).is_empty());
+        // A deleted pod that never held a node (Pending, unbound) releases its Reserve; one
+        // the object shows bound departs, even if this watch never saw it bound.
+        let mut unbound = running("1", "1Gi");
+        unbound["spec"].as_object_mut().unwrap().remove("nodeName");
+        state.place(reserve("uid-web-0"));
+        index.delete(kube_pod(unbound));
+        assert!(uids(&state).is_empty());
         state.place(reserve("uid-web-0"));
         index.delete(kube_pod(running("1", "1Gi")));
-        assert!(uids(&state).is_empty());
+        assert!(source(&state).is_departure());
+    }
+
+    /// An eviction or graceful delete sets `deletionTimestamp` (now + the grace period):
+    /// the pod departs at the earlier of that and the event's arrival, at once — before the
+    /// kubelet has stopped it and the delete event comes.
+    #[test]
+    fn a_terminating_pod_departs_at_once() {
+        let (state, mut index) = index();
+        index.apply(kube_pod(running("1", "1Gi")));
+        let mut evicted = running("1", "1Gi");
+        evicted["metadata"]["deletionTimestamp"] = json!("2026-11-29T10:05:00Z");
+        let before = UnixMillis::now();
+        index.apply(kube_pod(evicted.clone()));
+        let listed = state.list(&[], UnixMillis(0), &[]);
+        let LedgerSource::Departure { departed_at, arrival_known } = listed.ledger[0].0.source
+        else {
+            panic!("not a departure: {:?}", listed.ledger[0].0);
+        };
+        // The timestamp lies in the past of the machine's clock: it is the departure.
+        assert!(arrival_known);
+        assert!(departed_at < before);
+        assert_eq!(departed_at, UnixMillis(1_795_946_700_000));
+        // The delete event that follows changes nothing.
+        index.delete(kube_pod(evicted));
+        assert_eq!(state.list(&[], UnixMillis(0), &[]).ledger, listed.ledger);
+        // A relist of a terminating pod lists its departure (a restarted collector keeps the
+        // credit).
+        let (state, mut index) = self::index();
+        index.init();
+        let mut terminating = running("1", "1Gi");
+        terminating["metadata"]["deletionTimestamp"] = json!("2026-11-29T10:05:00Z");
+        index.init_apply(kube_pod(terminating));
+        index.init_done();
+        assert!(state.list(&[], UnixMillis(0), &[]).ledger[0].0.source.is_departure());
     }
 
     #[test]
