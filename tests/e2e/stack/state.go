@@ -70,6 +70,10 @@ func (s *Stack) Ledger() (map[string]*wlv1.LedgerEntry, error) {
 	}
 	out := map[string]*wlv1.LedgerEntry{}
 	for _, e := range resp.GetLedger() {
+		// A departure (a deleted pod's credit until the metric absorbs it) is not a placement.
+		if e.GetSource() == wlv1.LedgerSource_LEDGER_SOURCE_DEPARTURE {
+			continue
+		}
 		out[e.GetPodUid()] = e
 	}
 	return out, nil
