@@ -35,12 +35,23 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
-/// A loopback port that was free a moment ago.
+/// A loopback port that was free a moment ago, and never handed out before in this process:
+/// two calls in a row can get the same port back from the kernel once the first listener is
+/// closed, and a service given the same port for gRPC and admin fails to start (seen in CI:
+/// the readiness probe reached the gRPC listener, "invalid HTTP version parsed").
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return port;
+        }
+    }
 }
 
 pub fn loopback(port: u16) -> SocketAddr {
