@@ -7,10 +7,9 @@
 //! fleet breaker is open has no series at all: its label set is removed from the family, not
 //! set to 0, so a rule or a descheduler reading it sees nothing rather than an idle node.
 //!
-//! **No incoming pod.** The terms come from `engine::evaluate` with `Pod::default()`, whose
-//! zero requests the estimator would still turn into a best-effort default
-//! (`core/src/estimate.rs`); the published value is `observed + ledger`, without the term
-//! `incoming`, so what a node shows does not depend on a pod that does not exist.
+//! **No incoming pod.** The values are `engine::predicted_loads` (core/src/engine/predicted.rs):
+//! `observed + ledger` without the term `incoming`, so what a node shows does not depend on a
+//! pod that does not exist; the simulator's descheduler signal reads the same function.
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
@@ -22,9 +21,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::time::Instant;
-use waterline_core::engine::{self, Ask, Candidates};
+use waterline_core::engine;
 use waterline_core::policy::Resource;
-use waterline_core::{Pod, Policy, Snapshot, UnixMillis};
+use waterline_core::{Policy, Snapshot, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 
 use crate::state::ClusterState;
@@ -47,34 +46,24 @@ fn resource_label(resource: Resource) -> &'static str {
 }
 
 /// Every fresh (node, metric) of `snapshot` with its predicted fraction, observed + ledger,
-/// in node then policy order.
+/// in node then policy order (`engine::predicted_loads`, labelled).
 pub fn predicted_loads(
     policy: &Policy,
     snapshot: &Snapshot,
     now: UnixMillis,
 ) -> Vec<(LoadLabels, f64)> {
-    let nobody = Pod::default();
-    let ask = Ask::Score { explain: true };
-    let evaluation = engine::evaluate(policy, snapshot, None, &nobody, ask, Candidates::All, now);
-    // `Candidates::All` without a table: the snapshot's nodes with a state, in name order.
-    let mut names: Vec<&str> = snapshot.nodes().map(|n| n.name.as_str()).collect();
-    names.sort_unstable();
-    let mut out = Vec::new();
-    for (node, terms) in names.into_iter().zip(&evaluation.terms) {
-        for (spec, term) in policy.metrics.iter().zip(terms) {
-            if term.stale {
-                continue;
-            }
+    engine::predicted_loads(policy, snapshot, now)
+        .into_iter()
+        .map(|load| {
+            let spec = &policy.metrics[load.metric];
             let labels = LoadLabels {
-                node: node.to_owned(),
-                metric: term.metric.clone(),
+                node: load.node.to_owned(),
+                metric: spec.name.clone(),
                 resource: resource_label(spec.resource),
             };
-            // The engine's own floor: departures' credits take a level to 0 at most.
-            out.push((labels, engine::settled_level(term.observed, term.ledger) / 100.0));
-        }
-    }
-    out
+            (labels, load.fraction)
+        })
+        .collect()
 }
 
 /// The `waterline_node_predicted_utilisation` family and its refresh's duration.

@@ -10,6 +10,8 @@
 //! - `evaluate.rs` — the entry point; `rows.rs` answers a candidate at a time,
 //!   `columns.rs` a chunk of rows at a time for the usual policy;
 //! - `rejections.rs` — Filter's reasons as one string;
+//! - `predicted.rs` — every node's predicted load with no pod incoming (the rebalancing
+//!   signal);
 //! - `breaker.rs` — the fleet staleness breaker (docs/design.md#fleet-staleness-breaker);
 //! - `reference.rs` — the same answers walked node by node over the snapshot: the property
 //!   tests' oracle and the benches' baseline, called by no service.
@@ -19,6 +21,7 @@ mod breaker;
 mod columns;
 mod evaluate;
 mod plan;
+mod predicted;
 mod prepared;
 pub mod reference;
 mod rejections;
@@ -28,6 +31,7 @@ pub use answer::{Evaluation, ScoreTerm, Stats};
 pub use breaker::{breaker_open, breakers};
 pub use evaluate::{Ask, Candidates, evaluate};
 pub use plan::settled_level;
+pub use predicted::{PredictedLoad, predicted_loads};
 pub use prepared::Prepared;
 pub use rejections::Rejections;
 

@@ -164,6 +164,12 @@ impl LedgerEntry {
         }
     }
 
+    /// This placement's departure at `departed_at`, its arrival (`placed_at`) known: a
+    /// metric that has not absorbed the arrival yet cancels it, the others get the credit.
+    pub fn departed(self, departed_at: UnixMillis) -> LedgerEntry {
+        LedgerEntry { source: LedgerSource::Departure { departed_at, arrival_known: true }, ..self }
+    }
+
     /// The arrival a departure cancels or follows (`None`: not known).
     pub(crate) fn arrived_at(&self) -> Option<UnixMillis> {
         match self.source {
@@ -314,11 +320,7 @@ impl Ledger {
     /// guess, whose pod was never seen running: the caller deletes that instead.
     pub fn depart(&mut self, uid: &str, departed_at: UnixMillis) -> Option<LedgerEntry> {
         let existing = self.get(uid).filter(|e| e.source == LedgerSource::Watch)?;
-        let departure = LedgerEntry {
-            source: LedgerSource::Departure { departed_at, arrival_known: true },
-            ..existing.clone()
-        };
-        self.apply(departure)
+        self.apply(existing.clone().departed(departed_at))
     }
 
     /// Drops the departures no metric counts any more: those that left `horizon` (the

@@ -15,9 +15,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use waterline_core::engine::{self, Ask, Candidates};
+use waterline_core::engine;
 use waterline_core::policy::{Policy, Resource as PolicyResource};
-use waterline_core::{Millis, Pod, Sample, UnixMillis};
+use waterline_core::{Millis, Sample, UnixMillis};
 
 use crate::model::{SimPod, SimTime, instant};
 use crate::strategy::{MetricKind, MetricNeed, NodeView, Resource, Strategy, Waterline};
@@ -112,41 +112,30 @@ impl WaterlineSignal {
         WaterlineSignal { policy, collector, history: HashMap::new(), published: Vec::new() }
     }
 
-    /// **The departure hook**: the collector's pod watch saw `pod` deleted from `node`.
-    /// Today core removes the pod's ledger entry, so its share leaves the prediction only
-    /// as the node's 5 m average drops; with core's departure credit this one call becomes
-    /// the negative entry that takes the share off at once.
+    /// **The departure hook**: the collector's pod watch saw `pod` deleted from `node`; the
+    /// collector's ledger turns the pod's entry into a departure whose credit takes its share
+    /// off the averages at once (docs/design.md#departures; `Waterline::on_deleted`).
     pub fn depart(&mut self, now: UnixMillis, pod: &SimPod, node: &str) {
         self.collector.on_deleted(now, pod, node);
     }
 
-    /// collector/src/predicted_load.rs `predicted_loads`, per node: the fresh `*_avg_5m`
-    /// metrics' observed + ledger, as fractions, the highest per resource (the rule's
-    /// `max by (node, resource)`).
+    /// `engine::predicted_loads` (what the collector publishes), per node: the fresh
+    /// `*_avg_5m` metrics, the highest per resource (the rule's `max by (node, resource)`).
     fn predicted_now(&self, now: UnixMillis) -> HashMap<String, [Option<f64>; 2]> {
-        let snapshot = self.collector.snapshot();
-        let nobody = Pod::default();
-        let ask = Ask::Score { explain: true };
-        let evaluation =
-            engine::evaluate(&self.policy, snapshot, None, &nobody, ask, Candidates::All, now);
-        let mut names: Vec<&str> = snapshot.nodes().map(|n| n.name.as_str()).collect();
-        names.sort_unstable();
-        let mut out = HashMap::new();
-        for (node, terms) in names.into_iter().zip(&evaluation.terms) {
-            let mut by_resource: [Option<f64>; 2] = [None, None];
-            for (spec, term) in self.policy.metrics.iter().zip(terms) {
-                if term.stale || !spec.name.ends_with("_avg_5m") {
-                    continue;
-                }
-                let slot = match spec.resource {
-                    PolicyResource::Cpu => 0,
-                    PolicyResource::Memory => 1,
-                    PolicyResource::Other => continue,
-                };
-                let v = (term.observed + term.ledger) / 100.0;
-                by_resource[slot] = Some(by_resource[slot].map_or(v, |o: f64| o.max(v)));
+        let mut out: HashMap<String, [Option<f64>; 2]> = HashMap::new();
+        for load in engine::predicted_loads(&self.policy, self.collector.snapshot(), now) {
+            let spec = &self.policy.metrics[load.metric];
+            let by_resource = out.entry(load.node.to_owned()).or_default();
+            if !spec.name.ends_with("_avg_5m") {
+                continue;
             }
-            out.insert(node.to_owned(), by_resource);
+            let slot = match spec.resource {
+                PolicyResource::Cpu => 0,
+                PolicyResource::Memory => 1,
+                PolicyResource::Other => continue,
+            };
+            let v = load.fraction;
+            by_resource[slot] = Some(by_resource[slot].map_or(v, |o: f64| o.max(v)));
         }
         out
     }

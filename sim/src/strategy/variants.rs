@@ -3,8 +3,6 @@
 //! them is a peer as its users deploy it, so they never count in the target; the report
 //! shows them as context. `waterline-sim run … --compare koordinator-prom,…`.
 
-mod credit;
-
 use waterline_core::Millis;
 use waterline_peers::koordinator::Args as KoordArgs;
 use waterline_peers::profile::Profile;
@@ -30,11 +28,6 @@ pub const VARIANTS: &[(&str, &str)] = &[
         "waterline with its extender adapter started with --provisional-reserve=false: on the \
          extender path the burst is decided on the ledger the pod watch fills (the same as \
          waterline on the plugin path)",
-    ),
-    (
-        "waterline-deletion-credit",
-        "the prototype of a deletion credit: an absorbed pod's estimate taken off the metrics \
-         after its deletion until they forget it (credit.rs)",
     ),
     (
         "waterline-headroom-K",
@@ -126,15 +119,6 @@ pub fn by_name(name: &str) -> Option<Result<Box<dyn Strategy>, StrategyError>> {
                 Ok(w) => Box::new(Profiled::new(name, Box::new(w), waterline_profile())),
                 Err(e) => return Some(Err(e)),
             }
-        }
-        "waterline-deletion-credit" => {
-            let policy = waterline_core::Policy::default();
-            let inner = match Waterline::new(name, policy.clone()) {
-                Ok(w) => w,
-                Err(e) => return Some(Err(e)),
-            };
-            let credit = credit::DeletionCredit::new(name, Box::new(inner), policy);
-            Box::new(Profiled::new(name, Box::new(credit), waterline_profile()))
         }
         "koordinator-prom" => alone(
             name,

@@ -246,6 +246,8 @@ impl Waterline {
             self.snapshot.delete_placement(&uid);
             self.guesses.expired += u64::from(provisional);
         }
+        // collector/src/app.rs `maintain`: departures leave once no metric counts them.
+        self.snapshot.prune_departed(tick, self.policy.longest_absorb_window());
     }
 
     fn entry(&self, pod: &SimPod, node: &str, at: UnixMillis, source: LedgerSource) -> LedgerEntry {
@@ -380,8 +382,15 @@ impl Strategy for Waterline {
         self.snapshot.apply_placement(entry);
     }
 
-    fn on_deleted(&mut self, _now: UnixMillis, pod: &SimPod, _node: &str) {
-        self.snapshot.delete_placement(&pod.uid);
+    /// As the collector's pod watch does (`ClusterState::release_bound`,
+    /// docs/design.md#departures): a watched pod's entry becomes its departure, whose credit
+    /// takes its estimate off the averages until they have absorbed it; a reservation or guess
+    /// the watch never confirmed is released.
+    fn on_deleted(&mut self, now: UnixMillis, pod: &SimPod, _node: &str) {
+        self.prune(now);
+        if self.snapshot.depart_placement(&pod.uid, now).is_none() {
+            self.snapshot.delete_placement(&pod.uid);
+        }
     }
 }
 
@@ -450,5 +459,64 @@ mod tests {
         let other = SimPod { uid: "ns/q".into(), name: "q".into(), ..pod };
         assert_eq!(w.score(&plugin, &other, &nodes), [50, 50]);
         assert!(w.snapshot().ledger().get("ns/q").is_none());
+    }
+
+    #[test]
+    fn a_deleted_pod_leaves_the_averages_at_once_and_the_maxima_hold() {
+        use crate::model::Resources;
+        use waterline_core::Sample;
+        let policy = Policy::default();
+        let mut w = Waterline::new("w", policy.clone()).unwrap();
+        // One 8-core node, every metric (cpu and memory: 5 m average, 1 h and 1 d maxima)
+        // sampled at 70 %, the pod bound an hour ago: every metric has absorbed it.
+        let hour = Millis::from_mins(60).0;
+        let at = UnixMillis(2 * hour);
+        let samples = vec![Some(Sample { value: 70.0, at }); w.metrics().len()];
+        let node = NodeView {
+            name: "a",
+            allocatable: Resources::new(8_000, 32 << 30),
+            requested: Resources::default(),
+            non_zero_requested: Resources::default(),
+            controller_pods: 0,
+            metrics: &samples,
+            pods: &[],
+        };
+        w.on_metrics(at, std::slice::from_ref(&node));
+        let pod = SimPod {
+            uid: "ns/p".into(),
+            namespace: "ns".into(),
+            name: "p".into(),
+            labels: Default::default(),
+            owner_kind: "ReplicaSet".into(),
+            controller: Some("ns/web".into()),
+            requests: Resources::new(2_000, 4 << 30),
+            limits: Resources::default(),
+        };
+        w.on_bound(UnixMillis(hour), &pod, "a", UnixMillis(hour));
+        w.on_deleted(at, &pod, "a");
+        let entry = w.snapshot().ledger().get("ns/p").unwrap();
+        assert!(entry.source.is_departure(), "{:?}", entry.source);
+        let cpu = |w: &Waterline, now| -> Vec<f64> {
+            engine::predicted_loads(&policy, w.snapshot(), now)
+                .iter()
+                .filter(|l| policy.metrics[l.metric].name.starts_with("cpu"))
+                .map(|l| (l.fraction * 1e6).round() / 1e6)
+                .collect()
+        };
+        // 2 cores × 0.85 = 1.7 of 8 = 21.25 pp off the 5 m average: 70 − 21.25 = 48.75;
+        // the 1 h and 1 d maxima keep the peak (`departures: hold`).
+        assert_eq!(cpu(&w, at), [0.4875, 0.70, 0.70]);
+        // Past the longest absorb window the departure is pruned, and the metric speaks alone.
+        let later = at.plus(policy.longest_absorb_window());
+        w.on_metrics(
+            later,
+            &[NodeView {
+                metrics: &vec![Some(Sample { value: 70.0, at: later }); samples.len()],
+                ..node
+            }],
+        );
+        w.on_deleted(later, &SimPod { uid: "ns/other".into(), ..pod.clone() }, "a");
+        assert!(w.snapshot().ledger().get("ns/p").is_none());
+        assert_eq!(cpu(&w, later), [0.70, 0.70, 0.70]);
     }
 }

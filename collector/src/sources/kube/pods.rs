@@ -195,12 +195,6 @@ pub fn leaving_at(pod: &KubePod, deleted: bool, now: UnixMillis) -> Option<UnixM
     }
 }
 
-/// A placed pod's entry as its departure at `departed_at` (docs/design.md#departures).
-fn departure(entry: LedgerEntry, departed_at: UnixMillis) -> LedgerEntry {
-    let source = LedgerSource::Departure { departed_at, arrival_known: true };
-    LedgerEntry { source, ..entry }
-}
-
 fn describe(pod: &KubePod) -> String {
     format!(
         "{}/{}",
@@ -274,7 +268,7 @@ impl Index<KubePod> for PodIndex {
                 // Terminating: its load leaves the prediction now (docs/design.md#departures).
                 let at = leaving_at(&pod, false, UnixMillis::now()).unwrap_or_else(UnixMillis::now);
                 self.placed.remove(&entry.uid);
-                self.state.depart_bound(departure(entry, at));
+                self.state.depart_bound(entry.departed(at));
             }
             Some(PodView::Placed(entry)) => {
                 let previous = self.placed.insert(entry.uid.clone(), entry.node.clone());
@@ -317,7 +311,7 @@ impl Index<KubePod> for PodIndex {
         let now = UnixMillis::now();
         let at = leaving_at(&pod, true, now).unwrap_or(now);
         match self.convert(&pod) {
-            Some(PodView::Placed(entry)) => self.state.depart_bound(departure(entry, at)),
+            Some(PodView::Placed(entry)) => self.state.depart_bound(entry.departed(at)),
             _ => self.state.release_bound(uid, at),
         }
     }
@@ -330,7 +324,7 @@ impl Index<KubePod> for PodIndex {
         if let Some(PodView::Placed(entry)) = self.convert(&pod) {
             // A terminating pod is listed as its departure (the reset keeps it as one).
             let entry = match leaving_at(&pod, false, UnixMillis::now()) {
-                Some(at) => departure(entry, at),
+                Some(at) => entry.departed(at),
                 None => entry,
             };
             let requests = self.requests(&pod).map(|p| Requests::of(&p));
