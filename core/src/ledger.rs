@@ -110,12 +110,18 @@ pub struct LedgerWindow {
     /// The metric's absorb window (`MetricSpec::absorb_window`).
     pub absorb: Millis,
     pub departures: DepartureCredit,
+    /// How long a departure's credit lasts: until the metric *starts* to show the departure
+    /// (`MetricSpec::credit_window`: the absorb window less the averaging window). From then
+    /// on the average falls by itself, over its window; a credit kept until the average had
+    /// absorbed the departure in full counted most of the pod twice and under-read churning
+    /// nodes (SIMULATION.md "Departures").
+    pub credit: Millis,
 }
 
 /// A bare absorb window credits departures (the default for an average).
 impl From<Millis> for LedgerWindow {
     fn from(absorb: Millis) -> Self {
-        LedgerWindow { absorb, departures: DepartureCredit::Credit }
+        LedgerWindow { absorb, departures: DepartureCredit::Credit, credit: absorb }
     }
 }
 
@@ -125,9 +131,9 @@ impl From<Millis> for LedgerWindow {
 /// - An arrival the metric had not absorbed when the pod left (`departed_at − arrived_at <
 ///   absorb`) was counted by the ledger, not by the metric: the departure cancels it and
 ///   there is nothing to credit, ever (the metric never showed the pod in full).
-/// - Otherwise the metric shows the pod: while `now − departed_at < absorb` (the metric has
-///   not absorbed the departure yet) the pod's estimate is subtracted — unless the metric
-///   holds (a maximum).
+/// - Otherwise the metric shows the pod: while `now − departed_at < credit` (the metric does
+///   not show the departure yet) the pod's estimate is subtracted — unless the metric holds
+///   (a maximum).
 pub fn credit_counts(
     arrived_at: Option<UnixMillis>,
     departed_at: UnixMillis,
@@ -137,7 +143,7 @@ pub fn credit_counts(
     let arrival_counted = arrived_at.is_some_and(|at| departed_at.since(at) < window.absorb);
     window.departures == DepartureCredit::Credit
         && !arrival_counted
-        && now.since(departed_at) < window.absorb
+        && now.since(departed_at) < window.credit
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -204,7 +210,7 @@ impl LedgerEntry {
                 if !credit_counts(self.arrived_at(), departed_at, departed_at, window) {
                     return Millis(0);
                 }
-                now.since(departed_at)
+                return Millis((window.credit.0 - now.since(departed_at).0).max(0));
             }
             _ => now.since(self.placed_at),
         };

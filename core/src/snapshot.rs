@@ -129,7 +129,9 @@ impl NodeSlot {
         let mut oldest_counting = end.checked_sub(1).map(|i| self.loads_newest_first[i].placed_at);
         let mut newest_absorbed = self.loads_newest_first.get(end).map(|l| l.placed_at);
         for credit in self.credits.iter().filter(|c| c.credits(window)) {
-            let at = Some(credit.departed_at);
+            // The caller adds `absorb` to these times; a credit ends `credit` after its
+            // departure, so it is given as the arrival that would end at the same time.
+            let at = Some(UnixMillis(credit.departed_at.0 - (window.absorb.0 - window.credit.0)));
             if credit.counts(now, window) {
                 oldest_counting = oldest_counting.min(at).or(at);
             } else {

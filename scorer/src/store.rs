@@ -425,7 +425,7 @@ pub(crate) mod tests {
         store.apply(&Delta { placed: vec![departure.clone()], ..Default::default() }, now);
         let ledger_share = |store: &Store| {
             let generation = store.read();
-            let policy = waterline_core::Policy::default();
+            let policy = waterline_core::Policy::default().crediting_departures();
             let pod = waterline_core::Pod::default();
             let ask = Ask::Score { explain: true };
             let answer = engine::evaluate(

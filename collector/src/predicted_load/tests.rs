@@ -228,13 +228,14 @@ async fn the_ticker_publishes_the_state_and_times_each_refresh() {
 
 /// docs/design.md#departures on `/metrics`: a node at 70 % cpu, a 2-CPU pod (1700 m, 21.25 %
 /// of 8 cores) placed an hour ago leaves through the pod watch's release. The published 5 m
-/// average drops at once to 0.4875 and comes back to the sample's value when the 7 m absorb
-/// window has passed; the maximum (`departures: hold`, by its name) never moves.
+/// average (`departures: credit`) drops at once to 0.4875 and comes back to the sample's
+/// value when the credit window — 7 m absorb less the 5 m average = 2 m — has passed; the
+/// maximum (`departures: hold`, the default) never moves.
 #[test]
 fn a_departure_drops_the_published_prediction_at_once_until_absorbed() {
     let policy = parse_policy(
         "metrics:\n\
-         - {name: cpu_usage_avg_5m, resource: cpu, query: q1, period: 30s, weight: 1}\n\
+         - {name: cpu_usage_avg_5m, resource: cpu, query: q1, period: 30s, weight: 1, departures: credit}\n\
          - {name: cpu_usage_max_avg_1h, resource: cpu, query: q2, period: 30s, weight: 1}\n",
     )
     .unwrap();
@@ -269,12 +270,12 @@ fn a_departure_drops_the_published_prediction_at_once_until_absorbed() {
     let text = publish(&mut published, NOW);
     assert!(text.contains(&avg("0.4875")) && text.contains(max), "{text}");
 
-    // 6 m 59 s on (the sample refreshed, the pod's departure not in it yet): still credited.
-    let absorbed = UnixMillis(NOW.0 + 7 * 60_000);
+    // 1 m 59 s on (the sample refreshed, the pod's departure not in it yet): still credited.
+    let absorbed = UnixMillis(NOW.0 + 2 * 60_000);
     state.replace_nodes([("a".to_owned(), node(UnixMillis(absorbed.0 - 1000)))].into());
     let text = publish(&mut published, UnixMillis(absorbed.0 - 1000));
     assert!(text.contains(&avg("0.4875")), "{text}");
-    // At 7 m the credit ends: the published value is the metric's own again.
+    // At 2 m the credit ends: the published value is the metric's own again.
     let text = publish(&mut published, absorbed);
     assert!(text.contains(&avg("0.7")) && text.contains(max), "{text}");
 }

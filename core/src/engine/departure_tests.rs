@@ -74,7 +74,7 @@ fn cpu(levels: &[(String, f64, f64)], metric: &str) -> (f64, f64) {
 /// the 5 m + 30 s + 90 s = 7 m absorb window has passed; the 1 h and 1 d maxima hold at 70.
 #[test]
 fn a_departure_credits_the_average_at_once_and_holds_the_maxima() {
-    let policy = Policy::default();
+    let policy = Policy::default().crediting_departures();
     assert_eq!(estimate(&policy.estimator, &two_cpu_pod()).cpu_millis, 1700);
     let mut snap = Snapshot::default();
     node_at(&policy, &mut snap, 70.0, NOW);
@@ -95,14 +95,21 @@ fn a_departure_credits_the_average_at_once_and_holds_the_maxima() {
     // 140 / 32768 × 100 = 0.42724609375 %, rounded to a millionth.
     assert_eq!(memory, -0.427246);
 
-    // 6 m 59 s on, still credited; at 7 m the metric has absorbed the departure (it reads
-    // the pod gone, 48.75, itself) and the credit ends.
-    let window = policy.metric("cpu_usage_avg_5m").unwrap().absorb_window;
-    assert_eq!(window, Millis::from_mins(7));
+    // The credit lasts until the metric starts to show the departure: the absorb window
+    // (5 m + 30 s + 90 s = 7 m) less the 5 m averaging window = 2 m. 1 m 59 s on, still
+    // credited; at 2 m the credit ends and the metric speaks alone — it has begun to fall and
+    // reads the pod gone in full 5 m later, at 7 m (here it still reads 70, so 70).
+    let spec = policy.metric("cpu_usage_avg_5m").unwrap();
+    assert_eq!(spec.absorb_window, Millis::from_mins(7));
+    let window = spec.credit_window();
+    assert_eq!(window, Millis::from_mins(2));
     let just_before = NOW.plus(window).minus(Millis(1_000));
     node_at(&policy, &mut snap, 70.0, just_before);
     assert_eq!(cpu(&levels(&policy, &snap, just_before), "cpu_usage_avg_5m"), (-21.25, 48.75));
-    let absorbed = NOW.plus(window);
+    let ended = NOW.plus(window);
+    node_at(&policy, &mut snap, 70.0, ended);
+    assert_eq!(cpu(&levels(&policy, &snap, ended), "cpu_usage_avg_5m"), (0.0, 70.0));
+    let absorbed = NOW.plus(spec.absorb_window);
     node_at(&policy, &mut snap, 48.75, absorbed);
     assert_eq!(cpu(&levels(&policy, &snap, absorbed), "cpu_usage_avg_5m"), (0.0, 48.75));
 }
@@ -111,7 +118,7 @@ fn a_departure_credits_the_average_at_once_and_holds_the_maxima() {
 /// (+21.25 on every cpu metric). The departure cancels that and credits nothing.
 #[test]
 fn a_departure_cancels_its_own_unabsorbed_arrival_and_credits_nothing() {
-    let policy = Policy::default();
+    let policy = Policy::default().crediting_departures();
     let mut snap = Snapshot::default();
     node_at(&policy, &mut snap, 70.0, NOW);
     snap.apply_placement(watched(&policy, "n", Millis::from_mins(2)));
@@ -130,7 +137,7 @@ fn a_departure_cancels_its_own_unabsorbed_arrival_and_credits_nothing() {
 fn cancel_or_credit_is_decided_per_metric() {
     let policy = parse_policy(
         "metrics:\n\
-         - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 1}\n\
+         - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 1, departures: credit}\n\
          - {name: cpu_slow_avg, resource: cpu, query: q, period: 5m, weight: 1, departures: credit}\n",
     )
     .unwrap();
@@ -149,7 +156,7 @@ fn cancel_or_credit_is_decided_per_metric() {
 /// (two 2-CPU pods leaving would be 42.5 pp).
 #[test]
 fn the_floor_keeps_observed_plus_ledger_at_zero_or_more() {
-    let policy = Policy::default();
+    let policy = Policy::default().crediting_departures();
     let mut snap = Snapshot::default();
     node_at(&policy, &mut snap, 10.0, NOW);
     for uid in ["a", "b"] {
@@ -171,7 +178,7 @@ fn the_floor_keeps_observed_plus_ledger_at_zero_or_more() {
 /// the full credit on every crediting metric, none on the maxima.
 #[test]
 fn a_pod_never_in_the_ledger_gets_the_full_credit() {
-    let policy = Policy::default();
+    let policy = Policy::default().crediting_departures();
     let mut snap = Snapshot::default();
     node_at(&policy, &mut snap, 70.0, NOW);
     let unknown = watched(&policy, "n", Millis(0)).departure(NOW);
@@ -201,18 +208,18 @@ fn a_holding_metric_is_never_credited() {
 /// valid when the credit ends: the same answers as the reference before, at and after.
 #[test]
 fn the_prepared_table_follows_a_departure_and_its_end() {
-    // The default policy's 5 m average with its threshold, and a 1 h maximum (holding, by
-    // its name) without one.
+    // The default policy's 5 m average with its threshold, crediting, and a 1 h maximum
+    // (holding) without one.
     let policy = parse_policy(
         "metrics:\n\
-         - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 0.2, filterAbove: 65}\n\
+         - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 0.2, filterAbove: 65, departures: credit}\n\
          - {name: cpu_usage_max_avg_1h, resource: cpu, query: q, period: 5m, weight: 0.3}\n",
     )
     .unwrap();
     let mut snap = Snapshot::default();
     snap.track_changes();
-    let window = policy.metric("cpu_usage_avg_5m").unwrap().absorb_window;
-    // Sampled at the end of the window, so the samples stay fresh throughout.
+    let window = policy.metric("cpu_usage_avg_5m").unwrap().credit_window();
+    // Sampled at the end of the credit, so the samples stay fresh throughout.
     node_at(&policy, &mut snap, 70.0, NOW.plus(window));
     snap.apply_placement(watched(&policy, "n", Millis::from_mins(60)));
     let mut table = Prepared::build(&policy, &snap, NOW);
@@ -229,8 +236,8 @@ fn the_prepared_table_follows_a_departure_and_its_end() {
             assert_eq!(fast, slow, "at {at:?}");
         }
     }
-    // While the credit lasts the 1-CPU pod fits: 48.75 + 10.625 = 59.375 <= 65; once the
-    // metric has absorbed the departure (and, here, not moved) 70 + 10.625 = 80.625 > 65.
+    // While the credit lasts the 1-CPU pod fits: 48.75 + 10.625 = 59.375 <= 65; once it has
+    // ended (the metric, here, not moved) 70 + 10.625 = 80.625 > 65.
     let rejected = |at| {
         evaluate(&policy, &snap, Some(&table), &small, Ask::Evaluate, Candidates::All, at).scores[0]
             .is_none()

@@ -294,7 +294,7 @@ fn a_pod_only_reserved_or_guessed_has_nothing_to_depart() {
 /// The credit's arithmetic per window, 850 m estimate, 7 m absorb window.
 #[test]
 fn a_departure_cancels_or_credits_by_the_window() {
-    let hold = LedgerWindow { absorb: WINDOW, departures: DepartureCredit::Hold };
+    let hold = LedgerWindow { absorb: WINDOW, departures: DepartureCredit::Hold, credit: WINDOW };
     let mut ledger = Ledger::default();
     // "old" arrived 20 m before leaving (absorbed): credited; "new" 2 m before: cancelled.
     let left = T0.plus(Millis::from_mins(20));

@@ -39,7 +39,7 @@ pub struct MetricSpec {
     /// can show the pod (`derived_absorb_window` unless the file sets it).
     pub absorb_window: Millis,
     /// Whether a departure lowers this metric's prediction (docs/policy.md#departures):
-    /// `departures:` in the file, else [`default_departure_credit`] of the name and query.
+    /// `departures:` in the file, `hold` unless it says `credit` (docs/policy.md#departures).
     pub departures: DepartureCredit,
     /// What the query returns; only `Percent` values are clamped to 0..100 by the collector.
     pub unit: Unit,
@@ -110,14 +110,13 @@ pub fn derived_absorb_window(window: Millis, period: Millis, lag: Millis) -> Mil
     Millis(window.0.saturating_add(period.0).saturating_add(lag.0))
 }
 
-/// Whether a departure credits a metric that does not say (`departures:`): `hold` when its
-/// name or query reads a maximum over time — a `max` word of a metric or rule name
-/// (`cpu_usage_max_avg_1h`, `waterline:node_cpu_usage:max_avg1h`, `max_over_time(…)`, a
-/// trailing `_max`) — because a maximum keeps reading the departed pod's peak until its span
-/// has passed; `credit` otherwise (an average, which drops as the pod's samples leave its
-/// window). `max(…)` and `max by (…)`, aggregations across series at one instant, are not a
-/// maximum over time and do not count.
-pub fn default_departure_credit(name: &str, query: &str) -> DepartureCredit {
+/// Whether a metric reads a maximum over time, by its name or query — a `max` word of a
+/// metric or rule name (`cpu_usage_max_avg_1h`, `waterline:node_cpu_usage:max_avg1h`,
+/// `max_over_time(…)`, a trailing `_max`). Such a metric keeps reading a departed pod's peak
+/// until its span has passed, so `departures: credit` on it is refused. `max(…)` and
+/// `max by (…)`, aggregations across series at one instant, are not a maximum over time and
+/// do not count.
+pub fn reads_maximum(name: &str, query: &str) -> bool {
     let word_max = |text: &str| {
         text.match_indices("max").any(|(at, _)| {
             let before = text[..at].chars().next_back();
@@ -126,7 +125,7 @@ pub fn default_departure_credit(name: &str, query: &str) -> DepartureCredit {
                 && matches!(after, None | Some('_' | ':'))
         })
     };
-    if word_max(name) || word_max(query) { DepartureCredit::Hold } else { DepartureCredit::Credit }
+    word_max(name) || word_max(query)
 }
 
 /// One window of Crane's "hot value": every `count` bindings within `window` add one.
@@ -275,7 +274,7 @@ fn default_metric(
         max_age: auto_max_age(period),
         window: DEFAULT_METRIC_WINDOW,
         absorb_window: derived_absorb_window(DEFAULT_METRIC_WINDOW, period, DEFAULT_LAG),
-        departures: default_departure_credit(name, query),
+        departures: DepartureCredit::Hold,
         unit: Unit::Percent,
         to_percent: 1.0,
         normalize: Normalize::Percent,
@@ -378,11 +377,33 @@ impl Default for Policy {
 impl MetricSpec {
     /// How this metric reads the ledger: its absorb window, and whether departures credit it.
     pub fn ledger_window(&self) -> LedgerWindow {
-        LedgerWindow { absorb: self.absorb_window, departures: self.departures }
+        LedgerWindow {
+            absorb: self.absorb_window,
+            departures: self.departures,
+            credit: self.credit_window(),
+        }
+    }
+
+    /// How long a departure credits this metric: its absorb window less its averaging
+    /// window — the poll period and lag before the metric starts to fall (30 s + 90 s = 2 m
+    /// for the default 5 m averages); see `LedgerWindow::credit`.
+    pub fn credit_window(&self) -> Millis {
+        Millis(self.absorb_window.0.saturating_sub(self.window.0))
     }
 }
 
 impl Policy {
+    /// This policy with `departures: credit` on every cpu and memory metric that does not
+    /// read a maximum over time — what writing it on each average does (docs/policy.md).
+    pub fn crediting_departures(mut self) -> Policy {
+        for m in &mut self.metrics {
+            if m.resource != Resource::Other && !reads_maximum(&m.name, &m.query) {
+                m.departures = DepartureCredit::Credit;
+            }
+        }
+        self
+    }
+
     pub fn metric(&self, name: &str) -> Option<&MetricSpec> {
         self.metrics.iter().find(|m| m.name == name)
     }
@@ -437,11 +458,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn departures_credit_averages_and_hold_maxima_unless_told() {
+    fn departures_hold_unless_told_and_only_averages_can_credit() {
         let metrics = default_metrics();
+        // Every default metric holds (SIMULATION.md "Departures": a credit by default cost
+        // more overload than the pending it saved).
+        assert!(metrics.iter().all(|m| m.departures == DepartureCredit::Hold));
+        // The four maxima could never credit (`departures: credit` on them is refused).
         let held: Vec<&str> = metrics
             .iter()
-            .filter(|m| m.departures == DepartureCredit::Hold)
+            .filter(|m| reads_maximum(&m.name, &m.query))
             .map(|m| m.name.as_str())
             .collect();
         assert_eq!(
@@ -453,14 +478,13 @@ mod tests {
                 "mem_usage_max_avg_1d"
             ]
         );
-        let credit = |name, query| default_departure_credit(name, query);
-        assert_eq!(credit("cpu_peak", "max_over_time(x[1h])"), DepartureCredit::Hold);
-        assert_eq!(credit("cpu_peak", "waterline:node_cpu:max"), DepartureCredit::Hold);
-        assert_eq!(credit("cpu_max", "q"), DepartureCredit::Hold);
+        assert!(reads_maximum("cpu_peak", "max_over_time(x[1h])"));
+        assert!(reads_maximum("cpu_peak", "waterline:node_cpu:max"));
+        assert!(reads_maximum("cpu_max", "q"));
         // Across series at one instant, or a word that only contains the letters.
-        assert_eq!(credit("cpu", "max by (node) (rate(x[5m]))"), DepartureCredit::Credit);
-        assert_eq!(credit("cpu", "max(rate(x[5m]))"), DepartureCredit::Credit);
-        assert_eq!(credit("climax_avg", "maximal_avg"), DepartureCredit::Credit);
+        assert!(!reads_maximum("cpu", "max by (node) (rate(x[5m]))"));
+        assert!(!reads_maximum("cpu", "max(rate(x[5m]))"));
+        assert!(!reads_maximum("climax_avg", "maximal_avg"));
     }
 
     #[test]

@@ -91,7 +91,8 @@ fn load_index_always_agrees_with_the_ledger() {
             }
         }
         let now = T0.plus(Millis(next(20 * 60_000) as i64));
-        let hold = LedgerWindow { absorb: WINDOW, departures: DepartureCredit::Hold };
+        let hold =
+            LedgerWindow { absorb: WINDOW, departures: DepartureCredit::Hold, credit: WINDOW };
         for node in nodes {
             let (load, held, count) = snap
                 .slot(node)

@@ -30,6 +30,11 @@ pub const VARIANTS: &[(&str, &str)] = &[
          waterline on the plugin path)",
     ),
     (
+        "waterline-departure-credit",
+        "waterline's default policy with `departures: credit` on its two 5 m averages (core's \
+         departure credit, docs/policy.md#departures; the default holds)",
+    ),
+    (
         "waterline-headroom-K",
         "the prototype: waterline's default policy with each 1 h / 1 d maximum of the 5 m \
          average replaced by its mean + K standard deviations over the same span (K = 1, 1.5, \
@@ -116,6 +121,13 @@ pub fn by_name(name: &str) -> Option<Result<Box<dyn Strategy>, StrategyError>> {
         "waterline-no-provisional" => {
             let flags = ExtenderFlags { provisional_ttl: None, ..ExtenderFlags::default() };
             match Waterline::with_extender_flags(name, waterline_core::Policy::default(), flags) {
+                Ok(w) => Box::new(Profiled::new(name, Box::new(w), waterline_profile())),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        "waterline-departure-credit" => {
+            let policy = waterline_core::Policy::default().crediting_departures();
+            match Waterline::new(name, policy) {
                 Ok(w) => Box::new(Profiled::new(name, Box::new(w), waterline_profile())),
                 Err(e) => return Some(Err(e)),
             }

@@ -465,7 +465,8 @@ mod tests {
     fn a_deleted_pod_leaves_the_averages_at_once_and_the_maxima_hold() {
         use crate::model::Resources;
         use waterline_core::Sample;
-        let policy = Policy::default();
+        // `departures: credit` on the averages (the default holds every metric).
+        let policy = Policy::default().crediting_departures();
         let mut w = Waterline::new("w", policy.clone()).unwrap();
         // One 8-core node, every metric (cpu and memory: 5 m average, 1 h and 1 d maxima)
         // sampled at 70 %, the pod bound an hour ago: every metric has absorbed it.
@@ -496,8 +497,8 @@ mod tests {
         w.on_deleted(at, &pod, "a");
         let entry = w.snapshot().ledger().get("ns/p").unwrap();
         assert!(entry.source.is_departure(), "{:?}", entry.source);
-        let cpu = |w: &Waterline, now| -> Vec<f64> {
-            engine::predicted_loads(&policy, w.snapshot(), now)
+        let cpu = |policy: &Policy, w: &Waterline, now| -> Vec<f64> {
+            engine::predicted_loads(policy, w.snapshot(), now)
                 .iter()
                 .filter(|l| policy.metrics[l.metric].name.starts_with("cpu"))
                 .map(|l| (l.fraction * 1e6).round() / 1e6)
@@ -505,7 +506,14 @@ mod tests {
         };
         // 2 cores × 0.85 = 1.7 of 8 = 21.25 pp off the 5 m average: 70 − 21.25 = 48.75;
         // the 1 h and 1 d maxima keep the peak (`departures: hold`).
-        assert_eq!(cpu(&w, at), [0.4875, 0.70, 0.70]);
+        assert_eq!(cpu(&policy, &w, at), [0.4875, 0.70, 0.70]);
+        // The default policy holds: the same departure, nothing credited.
+        let mut held = Waterline::new("held", Policy::default()).unwrap();
+        held.on_metrics(at, std::slice::from_ref(&node));
+        held.on_bound(UnixMillis(hour), &pod, "a", UnixMillis(hour));
+        held.on_deleted(at, &pod, "a");
+        assert!(held.snapshot().ledger().get("ns/p").unwrap().source.is_departure());
+        assert_eq!(cpu(&Policy::default(), &held, at), [0.70, 0.70, 0.70]);
         // Past the longest absorb window the departure is pruned, and the metric speaks alone.
         let later = at.plus(policy.longest_absorb_window());
         w.on_metrics(
@@ -517,6 +525,6 @@ mod tests {
         );
         w.on_deleted(later, &SimPod { uid: "ns/other".into(), ..pod.clone() }, "a");
         assert!(w.snapshot().ledger().get("ns/p").is_none());
-        assert_eq!(cpu(&w, later), [0.70, 0.70, 0.70]);
+        assert_eq!(cpu(&policy, &w, later), [0.70, 0.70, 0.70]);
     }
 }

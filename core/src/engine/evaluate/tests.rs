@@ -41,8 +41,8 @@ fn policies() -> Vec<Policy> {
         include_str!("../../../../deploy/examples/policies/trimaran-tlp.yaml"),
         "\
 metrics:
-  - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 0.2, filterAbove: 65}
-  - {name: mem_usage_avg_5m, resource: memory, query: q, period: 30s, weight: 0.2, filterAbove: 65, window: 5m}
+  - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 0.2, filterAbove: 65, departures: credit}
+  - {name: mem_usage_avg_5m, resource: memory, query: q, period: 30s, weight: 0.2, filterAbove: 65, window: 5m, departures: credit}
   - {name: net, resource: other, query: q, period: 1m, weight: 1, unit: bytesPerSecond, normalize: maxOfCandidates}
 curve: {kind: crane, hotValue: [{window: 5m, count: 5}, {window: 1m, count: 2}]}
 stale: {filter: reject, score: 50}
@@ -59,7 +59,7 @@ ledger: {enabled: false}
 ",
         "\
 metrics:
-  - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 0.5, filterAbove: 65}
+  - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 0.5, filterAbove: 65, departures: credit}
   - {name: mem_usage_avg_5m, resource: memory, query: q, period: 30s, weight: 0.5, departures: hold}
 priorities:
   - {minPriority: 9000, filterAbove: {cpu_usage_avg_5m: 40, mem_usage_avg_5m: 50}}
@@ -68,7 +68,7 @@ priorities:
         "\
 metrics:
   - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 0.3, filterAbove: 50}
-  - {name: mem_used, resource: memory, query: q, period: 1m, weight: 1, filterAbove: 60, window: 5m, direction: higherIsBetter, curve: {kind: leastUsed}}
+  - {name: mem_used, resource: memory, query: q, period: 1m, weight: 1, filterAbove: 60, window: 5m, direction: higherIsBetter, curve: {kind: leastUsed}, departures: credit}
   - {name: net, resource: other, query: q, period: 1m, weight: 0.5, unit: bytesPerSecond, max: 1e8, filterAbove: 80, curve: {kind: leastUsed}}
   - {name: cpu_1h, resource: cpu, query: q, period: 5m, weight: 0.2, curve: {kind: waterLevel, target: 70}}
 curve: {kind: waterLevel, target: 30}
@@ -78,8 +78,8 @@ rounding: truncate
 ",
         "\
 metrics:
-  - {name: cpu, resource: cpu, query: q, period: 30s, weight: 0, filterAbove: 20}
-  - {name: memory, resource: memory, query: q, period: 30s, weight: 1, filterAbove: 30}
+  - {name: cpu, resource: cpu, query: q, period: 30s, weight: 0, filterAbove: 20, departures: credit}
+  - {name: memory, resource: memory, query: q, period: 30s, weight: 1, filterAbove: 30, departures: credit}
 curve: {kind: leastUsed}
 combine: weightedMean
 stale: {filter: reject, score: 70}
@@ -87,6 +87,7 @@ stale: {filter: reject, score: 70}
     ];
     let mut policies: Vec<Policy> = texts.iter().map(|t| parse_policy(t).unwrap()).collect();
     policies.push(Policy::default());
+    policies.push(Policy::default().crediting_departures());
     policies
 }
 

@@ -154,10 +154,13 @@ pub(super) fn metrics(
         };
         let scoring = scoring(at, i, &m, resource, policy_curve)?;
         let departures = match m.departures {
-            None => default_departure_credit(&m.name, &m.query),
+            None | Some(DeparturesFile::Hold) => DepartureCredit::Hold,
             Some(DeparturesFile::Credit) => DepartureCredit::Credit,
-            Some(DeparturesFile::Hold) => DepartureCredit::Hold,
         };
+        if m.departures == Some(DeparturesFile::Credit) && reads_maximum(&m.name, &m.query) {
+            let why = "a maximum over time keeps reading a departed pod's peak until its span has passed, so a credit would read the node below what the metric will show: credit averages only";
+            return Err(at.metric_error(i, "departures", why));
+        }
         if m.departures == Some(DeparturesFile::Credit) && resource == Resource::Other {
             let why = "a metric of resource other has no ledger, so no departure to credit: leave departures out";
             return Err(at.metric_error(i, "departures", why));

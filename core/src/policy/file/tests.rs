@@ -387,8 +387,9 @@ fn priority_tier_errors_name_the_field_and_line() {
     );
 }
 
-/// docs/policy.md#departures: `departures: credit | hold`, else derived from the name and
-/// query; a bad value and a credit on a metric with no ledger name the field and line.
+/// docs/policy.md#departures: `departures: credit | hold`, `hold` when left out; a bad value,
+/// a credit on a maximum over time and a credit on a metric with no ledger name the field and
+/// line.
 #[test]
 fn departures_are_credited_or_held_per_metric() {
     use crate::ledger::DepartureCredit::{Credit, Hold};
@@ -396,12 +397,17 @@ fn departures_are_credited_or_held_per_metric() {
         "metrics:\n\
          - {name: cpu_usage_avg_5m, resource: cpu, query: q, period: 30s, weight: 1}\n\
          - {name: cpu_peak, resource: cpu, query: 'max_over_time(x[1h])', period: 5m, weight: 1}\n\
-         - {name: cpu_peak_credited, resource: cpu, query: 'max_over_time(x[1h])', period: 5m, weight: 1, departures: credit}\n\
+         - {name: cpu_avg_credited, resource: cpu, query: q, period: 30s, weight: 1, departures: credit}\n\
          - {name: mem_avg_held, resource: memory, query: q, period: 30s, weight: 1, departures: hold}\n",
     )
     .unwrap();
     let marks: Vec<_> = policy.metrics.iter().map(|m| m.departures).collect();
-    assert_eq!(marks, [Credit, Hold, Credit, Hold]);
+    assert_eq!(marks, [Hold, Hold, Credit, Hold]);
+
+    let text = "metrics:\n  - name: cpu_peak\n    resource: cpu\n    query: 'max_over_time(x[1h])'\n    period: 5m\n    weight: 1\n    departures: credit\n";
+    let err = parse_policy(text).unwrap_err().0;
+    assert!(err.contains("metrics[0].departures") && err.contains("line 7"), "{err}");
+    assert!(err.contains("maximum over time"), "{err}");
 
     let text = "metrics:\n  - name: cpu\n    resource: cpu\n    query: q\n    period: 30s\n    weight: 1\n    departures: forget\n";
     let err = parse_policy(text).unwrap_err().0;
