@@ -42,7 +42,7 @@ use super::{ClusterState, CycleOutcome, Rebalancer};
 use waterline_core::Sample;
 
 use crate::model::{Resources, SimTime};
-use crate::strategy::{Koordlet, MetricKind, MetricNeed, Resource};
+use crate::strategy::{Koordlet, MetricNeed};
 
 /// The args the model uses.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -90,14 +90,7 @@ impl LowNodeLoad {
 
 impl Rebalancer for LowNodeLoad {
     fn metrics(&self) -> Vec<MetricNeed> {
-        let Koordlet { collect, report, window } = self.koordlet;
-        let need = |name: &str, resource| MetricNeed {
-            name: name.into(),
-            resource,
-            kind: MetricKind::Koordlet { collect, report, window },
-            poll: report,
-        };
-        vec![need("nodemetric_cpu", Resource::Cpu), need("nodemetric_memory", Resource::Memory)]
+        self.koordlet.node_metric_needs("nodemetric")
     }
 
     fn interval(&self) -> Millis {

@@ -44,6 +44,22 @@ pub struct Koordlet {
     pub window: Millis,
 }
 
+impl Koordlet {
+    /// The node's cpu and memory as koordlet reports them in its NodeMetric (named
+    /// `<prefix>_cpu`, `<prefix>_memory`), read at each report: what LoadAware and
+    /// LowNodeLoad both read.
+    pub fn node_metric_needs(self, prefix: &str) -> Vec<MetricNeed> {
+        let Koordlet { collect, report, window } = self;
+        let need = |resource, suffix: &str| MetricNeed {
+            name: format!("{prefix}_{suffix}"),
+            resource,
+            kind: MetricKind::Koordlet { collect, report, window },
+            poll: report,
+        };
+        vec![need(Resource::Cpu, "cpu"), need(Resource::Memory, "memory")]
+    }
+}
+
 impl Default for Koordlet {
     fn default() -> Self {
         Koordlet {
@@ -128,17 +144,7 @@ impl Strategy for Koordinator {
     }
 
     fn metrics(&self) -> Vec<MetricNeed> {
-        let Koordlet { collect, report, window } = self.koordlet;
-        let need = |name: &str, resource| MetricNeed {
-            name: name.into(),
-            resource,
-            kind: MetricKind::Koordlet { collect, report, window },
-            poll: report,
-        };
-        vec![
-            need("koordlet_node_cpu", Resource::Cpu),
-            need("koordlet_node_memory", Resource::Memory),
-        ]
+        self.koordlet.node_metric_needs("koordlet_node")
     }
 
     fn filter(
