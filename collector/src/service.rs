@@ -182,7 +182,7 @@ impl CollectorService for Collector {
                     Some(ttl) => LedgerSource::Provisional { expires_at: placed_at.plus(ttl) },
                     None => LedgerSource::Reserve,
                 };
-                Ok(placement(&self.policy.get(), pod, &request.node_name, placed_at, source)?)
+                Ok(placement(&self.policy.get(), &self.state.learned(), pod, &request.node_name, placed_at, source)?)
             })
             .map(|entry| {
                 tracing::debug!(pod = %entry.uid, node = %entry.node, source = ?entry.source, "reserve");

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
+use waterline_core::learn::LearnedUsage;
 use waterline_core::ledger::{GuessOutcome, LedgerWindow};
 use waterline_core::shadow::{Bind, Requests};
 use waterline_core::snapshot::{Capacity, Sample};
@@ -50,6 +51,8 @@ struct Inner {
     /// Shadow mode's judge, when on: every change in order, plus the pod watch's binds.
     shadow: Option<ShadowTap>,
     guesses: GuessTally,
+    /// The workloads' learned usage, which prices the placements this collector records.
+    learned: Arc<LearnedUsage>,
 }
 
 /// What became of the provisional guesses this collector held, since it started: the
@@ -187,6 +190,11 @@ impl ClusterState {
 
     pub fn metric_health(&self) -> BTreeMap<String, MetricHealth> {
         self.lock().metrics.clone()
+    }
+
+    /// The learned usage that prices a placement recorded now.
+    pub fn learned(&self) -> Arc<LearnedUsage> {
+        Arc::clone(&self.lock().learned)
     }
 
     /// Records a placement; broadcasts it when anything changed.

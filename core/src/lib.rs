@@ -13,6 +13,7 @@ pub mod delta;
 pub mod engine;
 pub mod estimate;
 pub mod extender_score;
+pub mod learn;
 pub mod ledger;
 pub mod placement;
 pub mod pod;
@@ -22,6 +23,7 @@ pub mod rule_file;
 pub mod shadow;
 pub mod snapshot;
 pub mod time;
+pub mod workload;
 pub mod yaml;
 
 pub use delta::{Delta, NodeReport};

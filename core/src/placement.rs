@@ -2,6 +2,7 @@
 //! and the collector's Reserve and the collector's pod watch.
 
 use crate::estimate::estimate;
+use crate::learn::LearnedUsage;
 use crate::ledger::{LedgerEntry, LedgerSource};
 use crate::pod::Pod;
 use crate::policy::Policy;
@@ -16,10 +17,12 @@ pub enum PlacementError {
     NoNode,
 }
 
-/// The ledger entry of `pod` placed on `node` at `placed_at`: the usage estimated and the
-/// labels trimmed by `policy` (the one in force when the pod was placed).
+/// The ledger entry of `pod` placed on `node` at `placed_at`: the usage estimated (with
+/// what `learned` knows of its workload) and the labels trimmed by `policy` (the one in
+/// force when the pod was placed).
 pub fn placement(
     policy: &Policy,
+    learned: &LearnedUsage,
     pod: Pod,
     node: &str,
     placed_at: UnixMillis,
@@ -31,7 +34,7 @@ pub fn placement(
     if node.is_empty() {
         return Err(PlacementError::NoNode);
     }
-    let usage = estimate(&policy.estimator, &pod);
+    let usage = estimate(&policy.estimator, learned, &pod);
     Ok(LedgerEntry {
         uid: pod.uid,
         namespace: pod.namespace,
@@ -63,17 +66,38 @@ mod tests {
             labels: [("group", "g"), ("app", "web")].map(|(k, v)| (k.into(), v.into())).into(),
             ..Pod::default()
         };
-        let entry =
-            placement(&policy, pod.clone(), "n1", UnixMillis(7), LedgerSource::Reserve).unwrap();
+        let entry = placement(
+            &policy,
+            &LearnedUsage::default(),
+            pod.clone(),
+            "n1",
+            UnixMillis(7),
+            LedgerSource::Reserve,
+        )
+        .unwrap();
         // 1000 m × 0.85; memory: no request or limit → 200 Mi × 0.70.
         assert_eq!(entry.usage.cpu_millis, 850);
         assert_eq!(entry.usage.memory_bytes, (200.0 * 1024.0 * 1024.0 * 0.7f64).round() as i64);
         assert_eq!(entry.labels, [("group".to_string(), "g".to_string())].into());
         assert_eq!((entry.node.as_str(), entry.placed_at), ("n1", UnixMillis(7)));
         let no_uid = Pod { uid: String::new(), ..pod.clone() };
-        let err = placement(&policy, no_uid, "n1", UnixMillis(7), LedgerSource::Reserve);
+        let err = placement(
+            &policy,
+            &LearnedUsage::default(),
+            no_uid,
+            "n1",
+            UnixMillis(7),
+            LedgerSource::Reserve,
+        );
         assert_eq!(err, Err(PlacementError::NoUid));
-        let err = placement(&policy, pod, "", UnixMillis(7), LedgerSource::Watch);
+        let err = placement(
+            &policy,
+            &LearnedUsage::default(),
+            pod,
+            "",
+            UnixMillis(7),
+            LedgerSource::Watch,
+        );
         assert_eq!(err.unwrap_err().to_string(), "node_name is required");
     }
 }

@@ -7,11 +7,13 @@
 //! in the `Ledger` beside it; every change goes through `Snapshot` so the two agree.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use smallvec::SmallVec;
 
 use crate::FastMap;
 use crate::estimate::Usage;
+use crate::learn::LearnedUsage;
 use crate::ledger::{Ledger, LedgerEntry, LedgerSource, LedgerWindow, credit_counts};
 use crate::time::{Millis, UnixMillis};
 
@@ -206,6 +208,8 @@ pub struct Snapshot {
     /// Slots with a state.
     node_count: usize,
     ledger: Ledger,
+    /// The workloads' learned usage the collector last sent, replaced whole.
+    learned: Arc<LearnedUsage>,
 }
 
 impl Snapshot {
@@ -376,6 +380,21 @@ impl Snapshot {
 
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// What the workloads' running pods use, which prices their next pods.
+    pub fn learned(&self) -> &LearnedUsage {
+        &self.learned
+    }
+
+    /// The learned table, shared: to price a pod after the snapshot is released.
+    pub fn learned_handle(&self) -> Arc<LearnedUsage> {
+        Arc::clone(&self.learned)
+    }
+
+    /// Replaces the learned table (the collector sends it whole on each refresh).
+    pub fn set_learned(&mut self, learned: Arc<LearnedUsage>) {
+        self.learned = learned;
     }
 
     /// `Ledger::apply`, keeping the node table's loads in step.

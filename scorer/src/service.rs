@@ -229,8 +229,11 @@ impl Scorer {
         };
         // The ledger is one for every policy: a placement is priced by the default
         // policy's estimator (and the pod's own estimate-factor), as the collector prices it.
-        let entry = placement(&self.policies.get(0), pod, &request.node_name, now, source)
-            .map_err(ConvertError::from)?;
+        // The learned usage is the snapshot's, which the collector prices by too.
+        let learned = self.store.read().snapshot().learned_handle();
+        let entry =
+            placement(&self.policies.get(0), &learned, pod, &request.node_name, now, source)
+                .map_err(ConvertError::from)?;
         let call = Call::Reserve {
             node: entry.node.clone(),
             placed_at: entry.placed_at,

@@ -29,7 +29,7 @@ fn watched(policy: &Policy, node: &str, ago: Millis) -> LedgerEntry {
         name: pod.name.clone(),
         node: node.into(),
         placed_at: NOW.minus(ago),
-        usage: estimate(&policy.estimator, &pod),
+        usage: estimate(&policy.estimator, &Default::default(), &pod),
         source: LedgerSource::Watch,
         labels: BTreeMap::new(),
     }
@@ -75,7 +75,7 @@ fn cpu(levels: &[(String, f64, f64)], metric: &str) -> (f64, f64) {
 #[test]
 fn a_departure_credits_the_average_at_once_and_holds_the_maxima() {
     let policy = Policy::default().crediting_departures();
-    assert_eq!(estimate(&policy.estimator, &two_cpu_pod()).cpu_millis, 1700);
+    assert_eq!(estimate(&policy.estimator, &Default::default(), &two_cpu_pod()).cpu_millis, 1700);
     let mut snap = Snapshot::default();
     node_at(&policy, &mut snap, 70.0, NOW);
     snap.apply_placement(watched(&policy, "n", Millis::from_mins(60)));

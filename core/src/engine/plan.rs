@@ -232,7 +232,7 @@ impl<'a> Request<'a> {
                 .iter()
                 .any(|rule| pod.labels.contains_key(&rule.label_key)),
             bypasses_load_filters: pod.bypasses_load_filters(),
-            incoming: estimate(&policy.estimator, pod),
+            incoming: estimate(&policy.estimator, snapshot.learned(), pod),
             now,
         }
     }

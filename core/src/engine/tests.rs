@@ -339,7 +339,7 @@ fn burst(policy: &Policy) -> Vec<Vec<usize>> {
             .max_by(|(xn, x), (yn, y)| x.score.cmp(&y.score).then(yn.cmp(xn)))
             .unwrap();
         let index = nodes.iter().position(|n| n == best).unwrap();
-        let usage = estimate(&policy.estimator, &pod);
+        let usage = estimate(&policy.estimator, &Default::default(), &pod);
         snap.apply_placement(LedgerEntry { usage, ..placed(&pod.uid, best, NOW, 0) });
         counts[index] += 1;
         history.push(counts.clone());
@@ -530,7 +530,7 @@ fn memory_far_below_target_burst(policy: &Policy, pods: usize) -> Vec<Vec<f64>> 
         let scored = score(policy, &snap, &pod, &nodes, NOW, true).scores;
         let best =
             (0..nodes.len()).max_by_key(|&n| (scored[n].score, std::cmp::Reverse(n))).unwrap();
-        let usage = estimate(&policy.estimator, &pod);
+        let usage = estimate(&policy.estimator, &Default::default(), &pod);
         snap.apply_placement(LedgerEntry { usage, ..placed(&pod.uid, &nodes[best], NOW, 0) });
         let explained = score(policy, &snap, &Pod::default(), &nodes, NOW, true).scores;
         history.push(explained.iter().map(|s| s.terms[0].observed + s.terms[0].ledger).collect());

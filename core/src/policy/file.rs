@@ -114,7 +114,7 @@ pub fn parse_policy(text: &str) -> Result<Policy, PolicyError> {
         metrics,
         curve,
         combine: combine(file.combine),
-        estimator: estimator(file.estimator),
+        estimator: estimator(&at, file.estimator)?,
         stale: stale(&at, &stale_file)?,
         ledger,
         anti_colocation: anti_colocation(&at, file.anti_colocation)?,

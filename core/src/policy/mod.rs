@@ -166,6 +166,8 @@ pub struct Estimator {
     pub memory_factor: f64,
     pub best_effort_cpu_millis: i64,
     pub best_effort_memory_bytes: i64,
+    /// Pricing a pod by what its workload's running pods use (docs/policy.md#learning).
+    pub learn: Learn,
 }
 
 impl Default for Estimator {
@@ -175,6 +177,82 @@ impl Default for Estimator {
             memory_factor: 0.70,
             best_effort_cpu_millis: 250,
             best_effort_memory_bytes: 200 * 1024 * 1024,
+            learn: Learn::default(),
+        }
+    }
+}
+
+/// `estimator.learn`: the usage model per workload (`crate::learn`) and how the estimator
+/// uses it. The collector reads the queries and the evidence rules; every reader of the
+/// policy reads `enabled` and the bounds when it prices a pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Learn {
+    pub enabled: bool,
+    /// The span each pod's usage is summarised over (the queries' range).
+    pub window: Millis,
+    /// The quantile of each pod's usage over the window, and of the ratios across pods.
+    pub quantile: f64,
+    /// How often the collector asks Prometheus again.
+    pub refresh: Millis,
+    /// The evidence a workload needs before it prices its pods.
+    pub min_pods: u32,
+    pub min_samples: u64,
+    /// A learned ratio is clamped to these before it prices a pod.
+    pub min_ratio: f64,
+    pub max_ratio: f64,
+    /// The most workloads the model holds; the ones with the fewest pods go first.
+    pub max_workloads: usize,
+    pub queries: LearnQueries,
+}
+
+/// The instant queries the collector runs for the model, one per answer, each giving one
+/// series per pod with `namespace` and `pod` labels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LearnQueries {
+    /// Each pod's cpu usage quantile over the window, in cores.
+    pub cpu: String,
+    /// Each pod's memory working set quantile over the window, in bytes.
+    pub memory: String,
+    /// How many samples each pod's cpu series has in the window.
+    pub cpu_samples: String,
+    /// The same for memory.
+    pub memory_samples: String,
+}
+
+/// The recorded per-pod series the shipped rules make (deploy/prometheus/rules.yaml).
+pub const POD_CPU_SERIES: &str = "waterline:pod_cpu_usage:rate5m";
+pub const POD_MEMORY_SERIES: &str = "waterline:pod_memory_working_set:bytes";
+
+impl LearnQueries {
+    /// The queries over the shipped recording rules for `window` and `quantile`.
+    pub fn over_recorded_series(window: Millis, quantile: f64) -> LearnQueries {
+        // Millis prints as PromQL reads a range: 24h, 90s, 500ms.
+        let range = window;
+        LearnQueries {
+            cpu: format!("quantile_over_time({quantile}, {POD_CPU_SERIES}[{range}])"),
+            memory: format!("quantile_over_time({quantile}, {POD_MEMORY_SERIES}[{range}])"),
+            cpu_samples: format!("count_over_time({POD_CPU_SERIES}[{range}])"),
+            memory_samples: format!("count_over_time({POD_MEMORY_SERIES}[{range}])"),
+        }
+    }
+}
+
+impl Default for Learn {
+    fn default() -> Self {
+        let window = Millis::from_secs(24 * 3600);
+        let quantile = 0.9;
+        Learn {
+            enabled: true,
+            window,
+            quantile,
+            refresh: Millis::from_secs(300),
+            // Two pods for an hour at the rules' one sample a minute.
+            min_pods: 2,
+            min_samples: 120,
+            min_ratio: 0.1,
+            max_ratio: 4.0,
+            max_workloads: 20_000,
+            queries: LearnQueries::over_recorded_series(window, quantile),
         }
     }
 }

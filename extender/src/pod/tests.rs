@@ -174,7 +174,7 @@ fn the_shared_fixture_table_holds_for_the_wire_pod() {
             memory_limit_bytes: info.memory_limit_bytes,
             ..waterline_core::Pod::default()
         };
-        let usage = estimate(&Estimator::default(), &domain);
+        let usage = estimate(&Estimator::default(), &Default::default(), &domain);
         assert_eq!(
             (usage.cpu_millis, usage.memory_bytes),
             (case.estimate.cpu_millis, case.estimate.memory_bytes),

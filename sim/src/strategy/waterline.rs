@@ -252,7 +252,7 @@ impl Waterline {
 
     fn entry(&self, pod: &SimPod, node: &str, at: UnixMillis, source: LedgerSource) -> LedgerEntry {
         // A simulated pod always has a uid (namespace/name) and a node.
-        placement(&self.policy, pod.to_core(), node, at, source)
+        placement(&self.policy, self.snapshot.learned(), pod.to_core(), node, at, source)
             .expect("a simulated placement has a uid and a node")
     }
 

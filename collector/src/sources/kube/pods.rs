@@ -12,6 +12,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Container, Pod as KubePod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tokio::sync::watch;
+use waterline_core::learn::LearnedUsage;
 use waterline_core::placement::{PlacementError, placement};
 use waterline_core::pod::{
     ContainerResources, EffectiveResources, InitContainerResources, Overrides, PodSpecResources,
@@ -170,8 +171,8 @@ pub fn domain_pod(pod: &KubePod) -> Result<Pod, PodError> {
 
 /// Converts a pod object; `Err` names what is malformed (the pod is then skipped). A placed
 /// pod becomes its ledger entry by core's `placement`, as a Reserve does: estimated and its
-/// labels trimmed by `policy`.
-pub fn view(pod: &KubePod, policy: &Policy) -> Result<PodView, PodError> {
+/// labels trimmed by `policy`, priced with what `learned` knows of its workload.
+pub fn view(pod: &KubePod, policy: &Policy, learned: &LearnedUsage) -> Result<PodView, PodError> {
     let uid = pod.metadata.uid.clone().filter(|u| !u.is_empty()).ok_or(PodError::NoUid)?;
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
@@ -180,7 +181,7 @@ pub fn view(pod: &KubePod, policy: &Policy) -> Result<PodView, PodError> {
     };
     let placed_at = placed_at(pod).ok_or(PodError::NoPlacementTime)?;
     let pod = Pod { uid, ..domain_pod(pod)? };
-    Ok(PodView::Placed(placement(policy, pod, &node, placed_at, LedgerSource::Watch)?))
+    Ok(PodView::Placed(placement(policy, learned, pod, &node, placed_at, LedgerSource::Watch)?))
 }
 
 /// When a pod is leaving its node: now for a deleted one (`deleted`: a delete event), and
@@ -251,7 +252,7 @@ impl PodIndex {
 
     fn convert(&self, pod: &KubePod) -> Option<PodView> {
         let policy = self.policy.get();
-        match view(pod, &policy) {
+        match view(pod, &policy, &self.state.learned()) {
             Ok(view) => Some(view),
             Err(error) => {
                 tracing::warn!(%error, pod = %describe(pod), "skipping malformed pod");

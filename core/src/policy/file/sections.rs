@@ -382,19 +382,111 @@ pub(super) struct EstimatorFile {
     memory_factor: Option<NonNegative>,
     best_effort_cpu: Option<CpuQuantity>,
     best_effort_memory: Option<ByteQuantity>,
+    learn: Option<LearnFile>,
 }
 
-pub(super) fn estimator(file: Option<EstimatorFile>) -> Estimator {
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct LearnFile {
+    enabled: Option<bool>,
+    window: Option<Duration>,
+    quantile: Option<Share>,
+    refresh: Option<Duration>,
+    min_pods: Option<u32>,
+    min_samples: Option<u64>,
+    min_ratio: Option<Positive>,
+    max_ratio: Option<Positive>,
+    max_workloads: Option<usize>,
+    queries: Option<LearnQueriesFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct LearnQueriesFile {
+    cpu: Option<String>,
+    memory: Option<String>,
+    cpu_samples: Option<String>,
+    memory_samples: Option<String>,
+}
+
+pub(super) fn estimator(
+    at: &Located,
+    file: Option<EstimatorFile>,
+) -> Result<Estimator, PolicyError> {
     let defaults = Estimator::default();
-    let Some(e) = file else { return defaults };
-    Estimator {
+    let Some(e) = file else { return Ok(defaults) };
+    Ok(Estimator {
         cpu_factor: e.cpu_factor.map_or(defaults.cpu_factor, |f| f.0),
         memory_factor: e.memory_factor.map_or(defaults.memory_factor, |f| f.0),
         best_effort_cpu_millis: e.best_effort_cpu.map_or(defaults.best_effort_cpu_millis, |q| q.0),
         best_effort_memory_bytes: e
             .best_effort_memory
             .map_or(defaults.best_effort_memory_bytes, |q| q.0),
+        learn: learn(at, e.learn)?,
+    })
+}
+
+fn learn(at: &Located, file: Option<LearnFile>) -> Result<Learn, PolicyError> {
+    let defaults = Learn::default();
+    let Some(l) = file else { return Ok(defaults) };
+    let window = l.window.map_or(defaults.window, |w| w.0);
+    let quantile = l.quantile.map_or(defaults.quantile, |q| q.0);
+    let min_ratio = l.min_ratio.map_or(defaults.min_ratio, |r| r.0);
+    let max_ratio = l.max_ratio.map_or(defaults.max_ratio, |r| r.0);
+    if min_ratio > max_ratio {
+        return Err(at.error(
+            "estimator.learn.minRatio",
+            &format!("{min_ratio} is above maxRatio {max_ratio}"),
+            "minRatio:",
+            0,
+        ));
     }
+    if l.min_pods == Some(0) {
+        return Err(at.error("estimator.learn.minPods", "must be at least 1", "minPods:", 0));
+    }
+    if l.max_workloads == Some(0) {
+        return Err(at.error(
+            "estimator.learn.maxWorkloads",
+            "must be at least 1",
+            "maxWorkloads:",
+            0,
+        ));
+    }
+    // The shipped queries follow window and quantile; a query the file spells is its own.
+    let derived = LearnQueries::over_recorded_series(window, quantile);
+    let q = l.queries.unwrap_or(LearnQueriesFile {
+        cpu: None,
+        memory: None,
+        cpu_samples: None,
+        memory_samples: None,
+    });
+    let query = |given: Option<String>, key: &str, derived: String| match given {
+        Some(text) if text.trim().is_empty() => Err(at.error(
+            &format!("estimator.learn.queries.{key}"),
+            "must not be empty",
+            &format!("{key}:"),
+            0,
+        )),
+        Some(text) => Ok(text),
+        None => Ok(derived),
+    };
+    Ok(Learn {
+        enabled: l.enabled.unwrap_or(defaults.enabled),
+        window,
+        quantile,
+        refresh: l.refresh.map_or(defaults.refresh, |r| r.0),
+        min_pods: l.min_pods.unwrap_or(defaults.min_pods),
+        min_samples: l.min_samples.unwrap_or(defaults.min_samples),
+        min_ratio,
+        max_ratio,
+        max_workloads: l.max_workloads.unwrap_or(defaults.max_workloads),
+        queries: LearnQueries {
+            cpu: query(q.cpu, "cpu", derived.cpu)?,
+            memory: query(q.memory, "memory", derived.memory)?,
+            cpu_samples: query(q.cpu_samples, "cpuSamples", derived.cpu_samples)?,
+            memory_samples: query(q.memory_samples, "memorySamples", derived.memory_samples)?,
+        },
+    })
 }
 
 #[derive(Deserialize)]

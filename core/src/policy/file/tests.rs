@@ -419,3 +419,44 @@ fn departures_are_credited_or_held_per_metric() {
     assert!(err.contains("metrics[0].departures") && err.contains("line 7"), "{err}");
     assert!(err.contains("no ledger"), "{err}");
 }
+
+#[test]
+fn learning_is_on_by_default_and_its_queries_follow_window_and_quantile() {
+    let learn = parse_policy("").unwrap().estimator.learn;
+    assert!(learn.enabled);
+    assert_eq!(
+        learn.queries.cpu,
+        "quantile_over_time(0.9, waterline:pod_cpu_usage:rate5m[24h])"
+    );
+    let text = "estimator:\n  learn:\n    window: 6h\n    quantile: 0.95\n    minPods: 1\n";
+    let learn = parse_policy(text).unwrap().estimator.learn;
+    assert_eq!((learn.window, learn.min_pods), (Millis::from_secs(6 * 3600), 1));
+    assert_eq!(
+        learn.queries.memory_samples,
+        "count_over_time(waterline:pod_memory_working_set:bytes[6h])"
+    );
+    // A query the file spells is kept as spelled; `enabled: false` turns learning off.
+    let text = "estimator:\n  learn:\n    enabled: false\n    queries:\n      cpu: my_p90_cpu\n";
+    let learn = parse_policy(text).unwrap().estimator.learn;
+    assert_eq!((learn.enabled, learn.queries.cpu.as_str()), (false, "my_p90_cpu"));
+    assert_eq!(learn.queries.memory, Learn::default().queries.memory);
+}
+
+#[test]
+fn learning_errors_name_the_field_and_line() {
+    let err = |text: &str| parse_policy(text).unwrap_err().to_string();
+    let text = "estimator:\n  learn:\n    minRatio: 3\n    maxRatio: 2\n";
+    assert_eq!(
+        err(text),
+        "invalid policy: estimator.learn.minRatio: 3 is above maxRatio 2 (line 3)"
+    );
+    let text = "estimator:\n  learn:\n    minPods: 0\n";
+    assert_eq!(err(text), "invalid policy: estimator.learn.minPods: must be at least 1 (line 3)");
+    let text = "estimator:\n  learn:\n    queries:\n      cpu: ' '\n";
+    assert_eq!(
+        err(text),
+        "invalid policy: estimator.learn.queries.cpu: must not be empty (line 4)"
+    );
+    assert!(err("estimator:\n  learn:\n    quantile: 1.5\n").contains("line 3"));
+    assert!(err("estimator:\n  learn:\n    sometimes: yes\n").contains("unknown field"));
+}

@@ -54,7 +54,7 @@ fn policy() -> Policy {
 }
 
 fn placed(pod: &KubePod) -> LedgerEntry {
-    match view(pod, &policy()).expect("convertible") {
+    match view(pod, &policy(), &Default::default()).expect("convertible") {
         PodView::Placed(entry) => entry,
         other => panic!("expected a placement, got {other:?}"),
     }
@@ -73,6 +73,7 @@ fn a_bound_pod_becomes_a_watch_entry_placed_at_its_pod_scheduled_time() {
     assert_eq!(entry.labels, [("app".to_string(), "web".to_string())].into());
     let expected = estimate(
         &Estimator::default(),
+        &Default::default(),
         &Pod { cpu_request_millis: 1000, memory_request_bytes: 1 << 30, ..Pod::default() },
     );
     assert_eq!(entry.usage, expected);
@@ -113,7 +114,7 @@ fn placement_time_falls_back_to_start_then_creation_and_is_never_now() {
     assert_eq!(placed_at(&kube_pod(value.clone())), Some(UnixMillis(SCHEDULED_MS - 2_000)));
     value["metadata"].as_object_mut().unwrap().remove("creationTimestamp");
     assert_eq!(placed_at(&kube_pod(value.clone())), None);
-    let err = view(&kube_pod(value), &policy()).unwrap_err().to_string();
+    let err = view(&kube_pod(value), &policy(), &Default::default()).unwrap_err().to_string();
     assert!(err.contains("PodScheduled"), "{err}");
 }
 
@@ -123,7 +124,7 @@ fn completed_unbound_and_uid_less_pods_are_not_placements() {
         let mut value = running("1", "1Gi");
         value["status"]["phase"] = json!(phase);
         assert_eq!(
-            view(&kube_pod(value), &policy()),
+            view(&kube_pod(value), &policy(), &Default::default()),
             Ok(PodView::Unplaced { uid: "uid-web-0".into() }),
             "{phase}"
         );
@@ -132,12 +133,17 @@ fn completed_unbound_and_uid_less_pods_are_not_placements() {
     pending["spec"].as_object_mut().unwrap().remove("nodeName");
     pending["status"] = json!({"phase": "Pending"});
     assert_eq!(
-        view(&kube_pod(pending), &policy()),
+        view(&kube_pod(pending), &policy(), &Default::default()),
         Ok(PodView::Unplaced { uid: "uid-web-0".into() })
     );
     let mut no_uid = running("1", "1Gi");
     no_uid["metadata"].as_object_mut().unwrap().remove("uid");
-    assert!(view(&kube_pod(no_uid), &policy()).unwrap_err().to_string().contains("uid"));
+    assert!(
+        view(&kube_pod(no_uid), &policy(), &Default::default())
+            .unwrap_err()
+            .to_string()
+            .contains("uid")
+    );
 }
 
 #[test]
@@ -200,7 +206,7 @@ fn pod_level_resources_replace_the_container_sum() {
 
 #[test]
 fn a_bad_quantity_makes_the_pod_malformed_not_zero() {
-    let err = view(&kube_pod(running("lots", "1Gi")), &policy()).unwrap_err();
+    let err = view(&kube_pod(running("lots", "1Gi")), &policy(), &Default::default()).unwrap_err();
     assert!(err.to_string().contains("cpu"), "{err}");
     // The error names the field.
     assert_eq!(
@@ -254,7 +260,7 @@ fn the_shared_fixture_table_holds_for_the_pod_watch() {
             (case.limits.cpu_millis, case.limits.memory_bytes),
             "{name}: limits"
         );
-        let usage = estimate(&Estimator::default(), &domain);
+        let usage = estimate(&Estimator::default(), &Default::default(), &domain);
         assert_eq!(
             (usage.cpu_millis, usage.memory_bytes),
             (case.estimate.cpu_millis, case.estimate.memory_bytes),
