@@ -11,6 +11,12 @@
 // CPU counters are integrated over wall time: when a busy fraction changes the
 // counters carry on from where they were, so rate() over any window gives the
 // time-weighted busy fraction. The Go twin of tests/src/exporter.rs.
+//
+// A node may also run pods with a settable true usage (SetPodUsage): the node serves
+// cAdvisor-style container_cpu_usage_seconds_total counters and
+// container_memory_working_set_bytes gauges for each of them, labelled namespace, pod and
+// container as the kubelet's cAdvisor endpoint labels them, and the pods' cores add to the
+// node's busy fraction, so the node series and the per-pod series tell one story.
 package fakeexporter
 
 import (
@@ -44,6 +50,40 @@ type nodeState struct {
 	last    time.Time
 	busySec float64 // per core, accumulated busy seconds
 	idleSec float64 // per core, accumulated idle seconds
+	pods    map[PodKey]*podState
+}
+
+// PodKey names a pod as cAdvisor's labels do.
+type PodKey struct{ Namespace, Pod string }
+
+// PodUsage is what a pod really uses.
+type PodUsage struct {
+	Cores       float64
+	MemoryBytes float64
+}
+
+type podState struct {
+	PodUsage
+	cpuSec float64 // accumulated cpu seconds, the counter's value
+}
+
+// available is the node's free memory: its own background and its pods' working sets taken.
+func (s *nodeState) available() float64 {
+	free := s.MemoryBytes * (1 - s.MemoryUsed)
+	for _, p := range s.pods {
+		free -= p.MemoryBytes
+	}
+	return max(free, 0)
+}
+
+// busy is the node's busy fraction per core: its own background plus its pods' cores,
+// at most every core.
+func (s *nodeState) busy() float64 {
+	b := s.CPUBusy
+	for _, p := range s.pods {
+		b += p.Cores / float64(s.Cores)
+	}
+	return min(b, 1)
 }
 
 // Exporter is a running fake exporter.
@@ -70,7 +110,7 @@ func Start(nodes []Node) (*Exporter, error) {
 			n.MemoryBytes = 32 << 30
 		}
 		// Start with some history so counters are not at zero.
-		e.nodes[n.Name] = &nodeState{Node: n, last: now, busySec: 1000 * n.CPUBusy, idleSec: 1000 * (1 - n.CPUBusy)}
+		e.nodes[n.Name] = &nodeState{Node: n, last: now, busySec: 1000 * n.CPUBusy, idleSec: 1000 * (1 - n.CPUBusy), pods: map[PodKey]*podState{}}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/nodes/", e.serve)
@@ -88,9 +128,38 @@ func (e *Exporter) Close() { _ = e.srv.Close() }
 func (s *nodeState) advance(now time.Time) {
 	dt := now.Sub(s.last).Seconds()
 	if dt > 0 {
-		s.busySec += dt * s.CPUBusy
-		s.idleSec += dt * (1 - s.CPUBusy)
+		busy := s.busy()
+		s.busySec += dt * busy
+		s.idleSec += dt * (1 - busy)
+		for _, p := range s.pods {
+			p.cpuSec += dt * p.Cores
+		}
 		s.last = now
+	}
+}
+
+// SetPodUsage runs (or updates) a pod on a node from now on; its counter carries on from
+// where it was. The pod's usage adds to the node's series.
+func (e *Exporter) SetPodUsage(node string, pod PodKey, usage PodUsage) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := e.nodes[node]; ok {
+		s.advance(time.Now())
+		if p, ok := s.pods[pod]; ok {
+			p.PodUsage = usage
+		} else {
+			s.pods[pod] = &podState{PodUsage: usage}
+		}
+	}
+}
+
+// RemovePod stops a pod on a node: its series go, as cAdvisor's do.
+func (e *Exporter) RemovePod(node string, pod PodKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := e.nodes[node]; ok {
+		s.advance(time.Now())
+		delete(s.pods, pod)
 	}
 }
 
@@ -134,7 +203,8 @@ func (e *Exporter) serve(w http.ResponseWriter, r *http.Request) {
 		b.WriteString("# HELP node_memory_MemTotal_bytes Memory information field MemTotal_bytes.\n# TYPE node_memory_MemTotal_bytes gauge\n")
 		fmt.Fprintf(&b, "node_memory_MemTotal_bytes %.0f\n", s.MemoryBytes)
 		b.WriteString("# HELP node_memory_MemAvailable_bytes Memory information field MemAvailable_bytes.\n# TYPE node_memory_MemAvailable_bytes gauge\n")
-		fmt.Fprintf(&b, "node_memory_MemAvailable_bytes %.0f\n", s.MemoryBytes*(1-s.MemoryUsed))
+		fmt.Fprintf(&b, "node_memory_MemAvailable_bytes %.0f\n", s.available())
+		writePods(&b, s.pods)
 	}
 	e.mu.Unlock()
 	if !found {
@@ -143,6 +213,27 @@ func (e *Exporter) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	_, _ = w.Write([]byte(b.String()))
+}
+
+func writePods(b *strings.Builder, pods map[PodKey]*podState) {
+	if len(pods) == 0 {
+		return
+	}
+	keys := make([]PodKey, 0, len(pods))
+	for k := range pods {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].Namespace+"/"+keys[i].Pod < keys[j].Namespace+"/"+keys[j].Pod
+	})
+	b.WriteString("# HELP container_cpu_usage_seconds_total Cumulative cpu time consumed in seconds.\n# TYPE container_cpu_usage_seconds_total counter\n")
+	for _, k := range keys {
+		fmt.Fprintf(b, "container_cpu_usage_seconds_total{namespace=%q,pod=%q,container=\"app\"} %.6f\n", k.Namespace, k.Pod, pods[k].cpuSec)
+	}
+	b.WriteString("# HELP container_memory_working_set_bytes Current working set in bytes.\n# TYPE container_memory_working_set_bytes gauge\n")
+	for _, k := range keys {
+		fmt.Fprintf(b, "container_memory_working_set_bytes{namespace=%q,pod=%q,container=\"app\"} %.0f\n", k.Namespace, k.Pod, pods[k].MemoryBytes)
+	}
 }
 
 // ScrapeConfigs returns the entries of prometheus.yml's scrape_configs (YAML,
