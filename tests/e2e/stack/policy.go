@@ -10,6 +10,7 @@ type Metric struct {
 	Name, Resource, Query string
 	FilterAbove           float64 // 0: none
 	Weight                float64
+	Window                string // the averaging window inside the query; "": the policy's 5m
 }
 
 // The two metrics the scenarios use, over the recording rules of
@@ -51,6 +52,9 @@ func (ps Policy) YAML() string {
 		fmt.Fprintf(&b, "  - {name: %s, resource: %s, query: %q, period: 1s, weight: %g", m.Name, m.Resource, m.Query, m.Weight)
 		if m.FilterAbove > 0 {
 			fmt.Fprintf(&b, ", filterAbove: %g", m.FilterAbove)
+		}
+		if m.Window != "" {
+			fmt.Fprintf(&b, ", window: %s", m.Window)
 		}
 		b.WriteString("}\n")
 	}
