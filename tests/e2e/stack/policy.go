@@ -33,13 +33,15 @@ type Policy struct {
 	Curve        string // YAML flow mapping; default waterLevel 40
 	Ledger       bool
 	ScoreMapping string // round | rescale
-	ExtraYAML    string
+	// Stale is the `stale:` section (a YAML flow mapping); "": {filter: pass, score: 50}.
+	Stale     string
+	ExtraYAML string
 	// Raw: a whole policy file used as written (e.g. deploy/policy/policy.yaml); the
 	// fields above are then ignored.
 	Raw string
 }
 
-// YAML is the policy file. Besides the fields: stale samples pass with score 50, pods
+// YAML is the policy file. Besides the fields: stale samples pass with score 50 (unless Stale says otherwise), pods
 // sharing a SpreadKey value are kept apart, and nodes are found by the `node` or
 // `instance` label.
 func (ps Policy) YAML() string {
@@ -63,7 +65,11 @@ func (ps Policy) YAML() string {
 		curve = "{kind: waterLevel, target: 40}"
 	}
 	fmt.Fprintf(&b, "curve: %s\n", curve)
-	fmt.Fprintf(&b, "stale: {filter: pass, score: 50}\n")
+	stale := ps.Stale
+	if stale == "" {
+		stale = "{filter: pass, score: 50}"
+	}
+	fmt.Fprintf(&b, "stale: %s\n", stale)
 	fmt.Fprintf(&b, "ledger: {enabled: %t}\n", ps.Ledger)
 	fmt.Fprintf(&b, "antiColocation: [{labelKey: %s}]\n", SpreadKey)
 	fmt.Fprintf(&b, "nodeMapping: {labels: [node, instance]}\n")
