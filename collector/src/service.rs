@@ -78,6 +78,11 @@ fn coalesce(
     }
 }
 
+/// A stream with nothing to say still carries a message this often: an empty delta with
+/// only `sent_at`, so a subscriber can tell a quiet collector from a connection that went
+/// silent (a scorer fails over after `--collector-silence`, docs/design.md#the-contract).
+pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(2);
+
 async fn feed(
     state: ClusterState,
     deltas: Deltas<pb::WatchNodesResponse>,
@@ -91,7 +96,20 @@ async fn feed(
             return;
         }
         loop {
-            let next = match rx.recv().await {
+            let received = match tokio::time::timeout(HEARTBEAT, rx.recv()).await {
+                Ok(received) => received,
+                Err(_idle) => {
+                    let heartbeat = pb::WatchNodesResponse {
+                        sent_at: Some(timestamp(UnixMillis::now())),
+                        ..Default::default()
+                    };
+                    if tx.send(Ok(heartbeat)).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let next = match received {
                 Ok(first) => coalesce(first, &mut rx),
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     Err(broadcast::error::TryRecvError::Lagged(n))

@@ -70,7 +70,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let forwarder = Forwarder::spawn(collectors.clone(), store.clone(), forward_metrics);
     let subscriber = format!("scorer {}", args.grpc_addr);
     let span = tracing::info_span!("collector_stream", collectors = %args.collector_url.join(","));
-    tokio::spawn(sync::run(collectors, store.clone(), subscriber, sync_metrics).instrument(span));
+    tokio::spawn(
+        sync::run(collectors, store.clone(), subscriber, args.collector_silence, sync_metrics)
+            .instrument(span),
+    );
 
     policies.spawn_reload(reload_metrics);
     tracing::info!(named = ?policies.names().collect::<Vec<_>>(), "policies loaded");

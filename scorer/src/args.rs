@@ -2,6 +2,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
+use waterline_core::time::parse_std_duration;
 use waterline_runtime::args::{CommonArgs, GrpcLimitArgs, parse_addr};
 use waterline_runtime::policy::{PolicyArg, parse_policy_arg};
 
@@ -31,6 +32,14 @@ pub struct Args {
         value_delimiter = ','
     )]
     pub collector_url: Vec<String>,
+
+    /// A collector stream with no message for this long is taken for dead and the scorer
+    /// fails over to the next collector. A collector sends a heartbeat every 2 s when it
+    /// has nothing else to say, so this only fires on a connection that went silent (a
+    /// partition that drops packets without resetting the connection), which HTTP/2
+    /// keep-alive would notice only after 40 s.
+    #[arg(long, default_value = "6s", value_parser = parse_std_duration, env = "WATERLINE_COLLECTOR_SILENCE")]
+    pub collector_silence: std::time::Duration,
 
     /// PEM CA that signs the collector's certificate (required for an https:// collector
     /// URL). Re-read when it changes (--tls-reload-interval).

@@ -31,6 +31,8 @@ pub struct SyncMetrics {
     pub messages: Counter,
     /// Ledger entries of the stream the domain cannot hold (no uid or node).
     pub dropped_entries: Counter,
+    /// Streams given up because they went silent past `--collector-silence`.
+    pub silent: Counter,
 }
 
 impl SyncMetrics {
@@ -56,6 +58,11 @@ impl SyncMetrics {
             "Streamed ledger entries skipped because they had no pod_uid or node_name",
             s.dropped_entries.clone(),
         );
+        registry.register(
+            "waterline_collector_silent_streams",
+            "Collector streams given up after --collector-silence without a message",
+            s.silent.clone(),
+        );
         s
     }
 }
@@ -71,6 +78,7 @@ pub async fn run(
     collectors: Vec<Collector>,
     store: Arc<Store>,
     subscriber: String,
+    silence: Duration,
     metrics: SyncMetrics,
 ) {
     let mut clients: Vec<_> = collectors
@@ -89,7 +97,8 @@ pub async fn run(
     let mut failed_in_a_row = 0;
     loop {
         let url = &collectors[current].url;
-        let streamed = stream_from(&mut clients[current], url, &store, &subscriber, &metrics).await;
+        let streamed =
+            stream_from(&mut clients[current], url, &store, &subscriber, silence, &metrics).await;
         metrics.reconnects.inc();
         if streamed {
             failed_in_a_row = 0;
@@ -110,12 +119,14 @@ pub async fn run(
     }
 }
 
-/// Streams from one collector until the stream ends; whether any message arrived.
+/// Streams from one collector until the stream ends or is silent for `silence`; whether
+/// any message arrived.
 async fn stream_from(
     client: &mut CollectorServiceClient<Channel>,
     url: &str,
     store: &Store,
     subscriber: &str,
+    silence: Duration,
     metrics: &SyncMetrics,
 ) -> bool {
     let request = pb::WatchNodesRequest { subscriber: subscriber.to_owned() };
@@ -130,7 +141,12 @@ async fn stream_from(
     tracing::info!(collector = %url, "streaming from the collector");
     let mut received = false;
     loop {
-        match stream.message().await {
+        let Ok(next) = tokio::time::timeout(silence, stream.message()).await else {
+            metrics.silent.inc();
+            tracing::warn!(collector = %url, ?silence, "collector stream silent (no message, not even a heartbeat); taking it for dead");
+            break;
+        };
+        match next {
             Ok(Some(message)) => {
                 let (delta, dropped) = delta_from_proto(&message);
                 if dropped.entries > 0 {
@@ -140,7 +156,10 @@ async fn stream_from(
                         "collector sent ledger entries without pod_uid or node_name; skipped"
                     );
                 }
-                store.apply(&delta, UnixMillis::now());
+                // A heartbeat changes nothing: only the contact is fresh.
+                if !delta.is_empty() {
+                    store.apply(&delta, UnixMillis::now());
+                }
                 store.set_connected(true, UnixMillis::now());
                 metrics.messages.inc();
                 received = true;

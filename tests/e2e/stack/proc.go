@@ -85,6 +85,25 @@ func (p *Proc) Args() []string {
 	return append([]string(nil), p.args...)
 }
 
+// WithFlags is args with each flag of kv (flag, value, flag, value, ...) set: replaced
+// where args has it, appended where not. For starting a second replica from a first's args.
+func WithFlags(args []string, kv ...string) []string {
+	out := append([]string(nil), args...)
+	for k := 0; k+1 < len(kv); k += 2 {
+		found := false
+		for i := 0; i+1 < len(out); i++ {
+			if out[i] == kv[k] {
+				out[i+1], found = kv[k+1], true
+				break
+			}
+		}
+		if !found {
+			out = append(out, kv[k], kv[k+1])
+		}
+	}
+	return out
+}
+
 // SetFlag sets flag's value in p's arguments (appending the flag when absent); it takes
 // effect at p's next start.
 func (p *Proc) SetFlag(flag, value string) {

@@ -279,6 +279,14 @@ func (s *Stack) WithCollector(addr string) *Stack {
 	return &c
 }
 
+// WithScorer is a copy of s whose ScorerClient reaches the scorer at addr (a second
+// replica), for the Score helpers.
+func (s *Stack) WithScorer(addr string) *Stack {
+	c := *s
+	c.ScorerClient = wlv1.NewScorerServiceClient(s.dial(addr))
+	return &c
+}
+
 // StartExtender starts a waterline-extender (named name in the logs) against the stack's
 // scorer and policy, with extra flags after the stack's own (none of which they may
 // repeat: clap refuses a flag given twice), and waits until it is ready. New starts the
