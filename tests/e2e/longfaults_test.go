@@ -109,7 +109,7 @@ func TestLongFaults(t *testing.T) {
 		_, mem := m["mem_usage_avg_5m"]
 		return mem && (n != f.hot || m["cpu_usage_avg_5m"] > 65)
 	}, "metrics through the Prometheus proxy, the hot node above the filter")
-	s.StartSchedulerConfig(f.schedulerConfig(t))
+	s.StartSchedulerConfig(dualProfileConfig(t, s.Scorer.Addr, s.Extender.ExtenderURL()))
 
 	memFailing := strings.Replace(opts.Policy.YAML(), `query: "waterline:node_memory_usage:avg5m"`,
 		// Six series on each side matched on no label: Prometheus refuses it at evaluation
@@ -157,8 +157,10 @@ func TestLongFaults(t *testing.T) {
 	stack.CheckNoPanic(t, s.Procs()...)
 }
 
-// schedulerConfig: the two profiles, in-tree scoring off in both (waterline ranks alone).
-func (f *longFaultStack) schedulerConfig(t *testing.T) string {
+// dualProfileConfig writes a scheduler configuration with two profiles, in-tree scoring
+// off in both (waterline ranks alone): waterline-scheduler through the extender at
+// extenderURL and waterline-plugin through the plugin at scorerAddr.
+func dualProfileConfig(t *testing.T, scorerAddr, extenderURL string) string {
 	config := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 percentageOfNodesToScore: 100
@@ -172,7 +174,7 @@ profiles:
     pluginConfig:
       - name: %[3]s
         args: {endpoint: %[4]q, timeout: 1s, failOpen: true}
-`, stack.SchedulerName, lfPluginProfile, waterline.Name, f.Scorer.Addr) + stack.ExtenderYAML(f.Extender.ExtenderURL(), "")
+`, stack.SchedulerName, lfPluginProfile, waterline.Name, scorerAddr) + stack.ExtenderYAML(extenderURL, "")
 	path := filepath.Join(t.TempDir(), "scheduler.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
