@@ -62,7 +62,7 @@ sensitivity() {
 
 case "$MODE" in
   seeds)
-    "$BIN" sweep $("$BIN" scenarios | awk '{print $1}') --compare "$COMPARE" --policy "$CONTEXT" \
+    "$BIN" sweep $("$BIN" scenarios | awk '{print $1}') --compare "$COMPARE,$CONTEXT_VARIANTS" --policy "$CONTEXT" \
       --path plugin,extender --seeds 1-10 | tee "$OUT/seeds.md"
     exit 0
     ;;
