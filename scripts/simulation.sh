@@ -9,6 +9,11 @@
 #                                          # shipped scenario, printed and kept in $OUT/seeds.md;
 #                                          # not part of `make test`, minutes in release
 #   scripts/simulation.sh sensitivity      # only the timing sensitivity table, printed
+#   scripts/simulation.sh factors [SCENARIO...]
+#                                          # the global cpu-factor search (default: two-workloads):
+#                                          # waterline (learning on) beside learning off at every
+#                                          # estimator.cpuFactor 0.5..3.0 in steps of 0.25, both
+#                                          # paths, printed (SIMULATION.md, "The learned estimate")
 #   SKIP_BUILD=1 scripts/simulation.sh     # use the binary already built
 #   OUT=/tmp/sim scripts/simulation.sh     # keep the full out dirs there (CSV, every heat map)
 #   REV="abc1234, clean export" SKIP_BUILD=1 CARGO_TARGET_DIR=... scripts/simulation.sh
@@ -35,6 +40,12 @@ if [[ -z "${SKIP_BUILD:-}" ]]; then
   cargo build --release -p waterline-sim
 fi
 COMPARE=waterline,kube-default,crane,crane-dynamic,trimaran-tlp,trimaran-tlp-prom,koordinator,koord-scheduler
+# Context on both paths: the default policy with the learned estimate off (every pod priced
+# by the factors, as before it existed).
+CONTEXT_VARIANTS=waterline-no-learning
+# The factor search: learning off, one global cpu factor each.
+FACTORS=(0.5 0.75 1 1.25 1.5 1.75 2 2.25 2.5 2.75 3)
+FACTOR_COMPARE=waterline,waterline-no-learning$(printf ',waterline-cpu-factor-%s' "${FACTORS[@]}")
 # Context on the extender path only: the extender adapter with --provisional-reserve=false, the
 # path as simulated before its provisional Reserve was modelled (on the plugin path the same as
 # waterline).
@@ -51,7 +62,7 @@ sensitivity() {
 
 case "$MODE" in
   seeds)
-    "$BIN" sweep $("$BIN" scenarios | awk '{print $1}') --compare "$COMPARE" --policy "$CONTEXT" \
+    "$BIN" sweep $("$BIN" scenarios | awk '{print $1}') --compare "$COMPARE,$CONTEXT_VARIANTS" --policy "$CONTEXT" \
       --path plugin,extender --seeds 1-10 | tee "$OUT/seeds.md"
     exit 0
     ;;
@@ -59,9 +70,16 @@ case "$MODE" in
     sensitivity
     exit 0
     ;;
+  factors)
+    shift
+    scenarios=("$@")
+    if [[ ${#scenarios[@]} -eq 0 ]]; then scenarios=(two-workloads); fi
+    "$BIN" sweep "${scenarios[@]}" --compare "kube-default,$FACTOR_COMPARE" --path plugin,extender
+    exit 0
+    ;;
   docs) ;;
   *)
-    echo "usage: $0 [docs|seeds|sensitivity]" >&2
+    echo "usage: $0 [docs|seeds|sensitivity|factors [SCENARIO...]]" >&2
     exit 2
     ;;
 esac
@@ -73,8 +91,8 @@ for scenario in $("$BIN" scenarios | awk '{print $1}'); do
   for path in "${PATHS[@]}"; do
     dir=$OUT/runs/$scenario/$path
     mkdir -p "$dir"
-    compare=$COMPARE
-    if [[ $path == extender ]]; then compare=$COMPARE,$EXTENDER_CONTEXT; fi
+    compare=$COMPARE,$CONTEXT_VARIANTS
+    if [[ $path == extender ]]; then compare=$compare,$EXTENDER_CONTEXT; fi
     policy=(--policy "$CONTEXT")
     if [[ $scenario == rebalance-* ]]; then compare=$COMPARE_REBALANCE; policy=(); fi
     "$BIN" run "$scenario" --path "$path" --compare "$compare" "${policy[@]}" --out "$dir" \
@@ -94,7 +112,8 @@ generated=$OUT/generated.md
   echo "waterline-sim run SCENARIO --path PATH --compare $COMPARE --policy $CONTEXT --out DIR"
   echo '```'
   echo
-  echo "and on the extender path with \`$EXTENDER_CONTEXT\` added to \`--compare\` (context);"
+  echo "with \`$CONTEXT_VARIANTS\` added to \`--compare\` on both paths and \`$EXTENDER_CONTEXT\` on"
+  echo "the extender path (context);"
   echo "the rebalancing scenarios (\`rebalance-*\`) with \`--compare $COMPARE_REBALANCE\` and no \`--policy\`."
   echo
   "$BIN" report "${dirs[@]}" --docs "$DOCS"

@@ -75,6 +75,11 @@ pub struct StrategySummary {
     /// (absent for strategies that make none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisional_guesses: Option<crate::strategy::Guesses>,
+    /// waterline: how its estimator priced the pods bound from time 0 — by their workload's
+    /// learned usage or by the policy's factors — and the workloads it had learned (absent
+    /// for strategies that estimate no pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<crate::strategy::Pricing>,
     /// With a rebalancing actor: what it did (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rebalance: Option<crate::rebalance::RebalanceSummary>,
@@ -253,6 +258,7 @@ impl Recorder {
                 max: self.unwatched_max,
             },
             provisional_guesses: None,
+            pricing: None,
             rebalance: None,
         }
     }

@@ -66,6 +66,10 @@ pub struct SimPod {
     /// spread constraints count a node's pods of the same controller. `None` for DaemonSet
     /// and bare pods, which those constraints skip.
     pub controller: Option<String>,
+    /// The controlling owner's name as the API shows it (a ReplicaSet `<deployment>-<hash>`
+    /// beside the pod's `pod-template-hash` label, a StatefulSet's name; empty for a bare
+    /// pod): with `owner_kind` and the labels, core's `WorkloadKey::of` reads the workload.
+    pub owner_name: String,
     pub requests: Resources,
     /// 0 means no limit.
     pub limits: Resources,
@@ -96,6 +100,7 @@ impl SimPod {
             memory_request_bytes: self.requests.memory_bytes,
             memory_limit_bytes: self.limits.memory_bytes,
             owner_kind: self.owner_kind.clone(),
+            owner_name: self.owner_name.clone(),
             ..waterline_core::Pod::default()
         }
     }

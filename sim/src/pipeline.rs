@@ -16,10 +16,14 @@
 //! `delay` shifts what every query sees into the past; an outage stops scrapes, rules and
 //! polls, so samples age in the strategy's view until it ends.
 //!
+//! The per-pod usage series the learned estimate reads are `pods.rs`'s, on the same scrape
+//! interval, delay and outages.
+//!
 //! Needs of the agents that bypass Prometheus (koordlet, metrics-server) are served by
 //! `agent.rs` from their own samples; Prometheus' delay and outages do not touch them.
 
 pub mod agent;
+pub mod pods;
 
 use std::collections::VecDeque;
 

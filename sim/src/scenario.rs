@@ -71,6 +71,9 @@ pub struct Pipeline {
     pub day_rule_interval: Millis,
     /// Resolution of the `[1h:1m]` subqueries.
     pub subquery_step: Millis,
+    /// Evaluation interval of the per-pod usage rules the learned estimate reads
+    /// (pipeline/pods.rs): one sample a minute per pod and resource.
+    pub pod_rule_interval: Millis,
     /// Extra lag between a scrape and the data a query sees (remote storage, a slow rule
     /// group): everything Prometheus answers at `t` describes `t − delay`.
     pub delay: Millis,
@@ -91,6 +94,7 @@ impl Default for Pipeline {
             hour_rule_interval: Millis::from_mins(1),
             day_rule_interval: Millis::from_mins(5),
             subquery_step: Millis::from_mins(1),
+            pod_rule_interval: Millis::from_mins(1),
             delay: Millis(0),
             poll_override: None,
             outages: Vec::new(),
@@ -214,6 +218,9 @@ pub struct PodSpec {
     /// Already bound to this node at its arrival (a replayed trace's existing pods).
     pub node: Option<String>,
     pub usage: PodUsage,
+    /// Whether Prometheus records the pod's usage series (`podSeries:`, default recorded):
+    /// a pod without them gives the learned estimate no evidence.
+    pub series_recorded: bool,
 }
 
 /// The shipped library, embedded so the binary works from any directory.
@@ -225,6 +232,9 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("rollout", include_str!("../scenarios/rollout.yaml")),
     ("diurnal-day", include_str!("../scenarios/diurnal-day.yaml")),
     ("usage-twice-request", include_str!("../scenarios/usage-twice-request.yaml")),
+    ("two-workloads", include_str!("../scenarios/two-workloads.yaml")),
+    ("release", include_str!("../scenarios/release.yaml")),
+    ("missing-series", include_str!("../scenarios/missing-series.yaml")),
     ("metric-lag-60s", include_str!("../scenarios/metric-lag-60s.yaml")),
     ("metric-lag-5m", include_str!("../scenarios/metric-lag-5m.yaml")),
     ("prometheus-outage", include_str!("../scenarios/prometheus-outage.yaml")),

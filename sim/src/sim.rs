@@ -14,9 +14,10 @@ use waterline_peers::kube_default::{CpuMemory, non_zero_request};
 
 use crate::measure::{Recorder, StrategySummary};
 use crate::model::{Resources, SimPod, SimTime, instant};
+use crate::pipeline::pods::PodSeries;
 use crate::pipeline::{Agent, MetricsPipeline, RuleGroup};
 use crate::scenario::Scenario;
-use crate::strategy::{Cycle, NodeView, Path, PlacedPod, Strategy};
+use crate::strategy::{Cycle, NodeView, Path, PlacedPod, PodSummary, Strategy};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
@@ -27,7 +28,11 @@ enum Event {
     Sample(Agent),
     Step,
     Rule(RuleGroup),
+    /// The per-pod usage rules (pipeline/pods.rs).
+    PodRule,
     Poll(usize),
+    /// The collector asks for the per-pod summaries.
+    PodRefresh,
     KoordletReport(usize),
     WatchBound(usize),
     WatchDeleted(usize, usize),
@@ -49,8 +54,8 @@ impl Event {
             Event::Bind(_) => 2,
             Event::Scrape | Event::Sample(_) => 3,
             Event::Step => 4,
-            Event::Rule(_) => 5,
-            Event::Poll(_) | Event::KoordletReport(_) => 6,
+            Event::Rule(_) | Event::PodRule => 5,
+            Event::Poll(_) | Event::KoordletReport(_) | Event::PodRefresh => 6,
             Event::WatchBound(_) => 7,
             Event::WatchDeleted(..) => 8,
             Event::Measure => 9,
@@ -124,6 +129,8 @@ struct Sim<'s> {
     /// The path the strategy is wired through (`Strategy::path`).
     path: Path,
     pipeline: MetricsPipeline,
+    /// The running pods' usage series, when the strategy learns from them.
+    pod_series: Option<PodSeries>,
     nodes: Vec<NodeRt>,
     pods: Vec<PodState>,
     queue: VecDeque<usize>,
@@ -209,6 +216,8 @@ pub fn run(
         scenario.seed,
     );
     pipeline.set_strategy_needs(strategy_needs);
+    let pod_series =
+        strategy.pod_series().map(|need| PodSeries::new(scenario.pipeline.clone(), need));
     let mut sim = Sim {
         scenario,
         specs: scenario.pods.clone(),
@@ -216,6 +225,7 @@ pub fn run(
         strategy,
         path,
         pipeline,
+        pod_series,
         nodes: scenario
             .nodes
             .iter()
@@ -258,8 +268,10 @@ pub fn run(
         .collect();
     let label = sim.strategy.label().to_owned();
     let guesses = if path == Path::Extender { sim.strategy.guesses() } else { None };
+    let pricing = sim.strategy.pricing();
     let mut summary = sim.recorder.finish(label, pending, in_use, received, per_node);
     summary.provisional_guesses = guesses;
+    summary.pricing = pricing;
     summary.rebalance = sim.rebalance.map(|r| {
         let mut out = r.summary;
         if let Some(step) = scenario.load_step {
@@ -287,8 +299,13 @@ impl Sim<'_> {
     fn start(&mut self) {
         let t0 = -self.scenario.warmup.0;
         let p = &self.scenario.pipeline;
-        if self.pipeline.uses_prometheus() {
+        if self.pipeline.uses_prometheus() || self.pod_series.is_some() {
             self.at(first_tick(t0, p.scrape_interval.0), Event::Scrape);
+        }
+        if let Some(pods) = &self.pod_series {
+            let (rules, refresh) = (pods.pod_rule_interval().0, pods.refresh().0.max(1));
+            self.at(first_tick(t0, rules), Event::PodRule);
+            self.at(first_tick(t0, refresh), Event::PodRefresh);
         }
         for (agent, every) in self.pipeline.agents() {
             self.at(first_tick(t0, every.0), Event::Sample(agent));
@@ -335,12 +352,17 @@ impl Sim<'_> {
         let spec = &self.scenario.nodes[i];
         let (mut cpu, mut memory) = spec.background.at(t, spec.allocatable);
         for &(p, start) in &self.nodes[i].running {
-            let pod = &self.specs[p];
-            let (c, m) = pod.usage.at(t - start, t, pod.pod.limits);
+            let (c, m) = self.pod_usage(p, start, t);
             cpu += c;
             memory += m;
         }
         (cpu, memory)
+    }
+
+    /// Pod `p`'s true usage at `t`, started at `start`: (cpu millicores, memory bytes).
+    fn pod_usage(&self, p: usize, start: SimTime, t: SimTime) -> (f64, f64) {
+        let pod = &self.specs[p];
+        pod.usage.at(t - start, t, pod.pod.limits)
     }
 
     /// True utilisation in percent of allocatable: (cpu, memory).
@@ -370,11 +392,36 @@ impl Sim<'_> {
         let s = self.scenario;
         match event {
             Event::Scrape => {
-                let usage: Vec<(f64, f64)> =
-                    (0..self.nodes.len()).map(|i| self.node_usage(i, t)).collect();
-                self.pipeline.scrape(t, &usage);
+                if self.pipeline.uses_prometheus() {
+                    let usage: Vec<(f64, f64)> =
+                        (0..self.nodes.len()).map(|i| self.node_usage(i, t)).collect();
+                    self.pipeline.scrape(t, &usage);
+                }
+                if self.pod_series.is_some() {
+                    let usage: Vec<(usize, f64, f64)> = self
+                        .nodes
+                        .iter()
+                        .flat_map(|n| &n.running)
+                        .filter(|&&(p, _)| self.specs[p].series_recorded)
+                        .map(|&(p, start)| {
+                            let (cpu, memory) = self.pod_usage(p, start, t);
+                            (p, cpu, memory)
+                        })
+                        .collect();
+                    if let Some(pods) = &mut self.pod_series {
+                        pods.scrape(t, usage);
+                    }
+                }
                 self.at(t + s.pipeline.scrape_interval.0, Event::Scrape);
             }
+            Event::PodRule => {
+                if let Some(pods) = &mut self.pod_series {
+                    pods.record(t);
+                    let every = pods.pod_rule_interval().0;
+                    self.at(t + every, Event::PodRule);
+                }
+            }
+            Event::PodRefresh => self.pod_refresh(t),
             Event::Sample(agent) => {
                 let usage: Vec<(f64, f64)> =
                     (0..self.nodes.len()).map(|i| self.node_usage(i, t)).collect();
@@ -513,6 +560,21 @@ impl Sim<'_> {
                 self.enqueue(t, p);
             }
         }
+    }
+
+    /// The collector's refresh of the per-pod summaries: the strategy learns from the
+    /// running pods' answers (none while Prometheus is down: it keeps what it has).
+    fn pod_refresh(&mut self, t: SimTime) {
+        let Some(pods) = &self.pod_series else { return };
+        let every = pods.refresh().0.max(1);
+        if let Some(answers) = pods.answers(t) {
+            let summaries: Vec<PodSummary> = answers
+                .into_iter()
+                .map(|a| PodSummary { pod: self.pod(a.pod), cpu: a.cpu, memory: a.memory })
+                .collect();
+            self.strategy.on_pod_usage(instant(t), &summaries);
+        }
+        self.at(t + every, Event::PodRefresh);
     }
 
     fn strategy_on_metrics(&mut self, t: SimTime) {
@@ -673,6 +735,9 @@ impl Sim<'_> {
             *count -= 1;
         }
         n.running.retain(|&(q, _)| q != p);
+        if let Some(pods) = &mut self.pod_series {
+            pods.stop(p);
+        }
         if self.path == Path::Plugin {
             n.visible.retain(|v| v.pod.uid != pod.uid);
         }
@@ -751,6 +816,7 @@ impl Sim<'_> {
             deletion: old.deletion.filter(|&d| d > t),
             node: None,
             usage: old.usage.clone(),
+            series_recorded: old.series_recorded,
         };
         let q = self.specs.len();
         if let Some(from) = r.evicted_from.remove(&p) {

@@ -29,6 +29,7 @@ pub use waterline::{CacheCounts, ExtenderFlags, Waterline};
 
 use std::sync::Arc;
 
+use waterline_core::learn::Series;
 use waterline_core::{Millis, Policy, Sample, UnixMillis};
 
 use crate::model::{Resources, SimPod};
@@ -127,6 +128,37 @@ pub struct NodeView<'a> {
     pub pods: &'a [PlacedPod],
 }
 
+/// The per-pod usage series a strategy learns from (waterline's `estimator.learn`): the
+/// pipeline records every running pod's series (pipeline/pods.rs) and, every `refresh`,
+/// answers each pod's `quantile_over_time(quantile, …[window])` and `count_over_time`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PodSeriesNeed {
+    pub window: Millis,
+    pub quantile: f64,
+    pub refresh: Millis,
+}
+
+/// One running pod as the collector's refresh summarises it: core's [`Series`] per resource
+/// (`None`: its series had no sample in the window).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodSummary {
+    pub pod: Arc<SimPod>,
+    pub cpu: Option<Series>,
+    pub memory: Option<Series>,
+}
+
+/// How a strategy's estimator priced the pods bound from time 0 (waterline's, by the rule
+/// of core's `estimate::price`), counted at the pod watch's entry: the one the ledger keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Pricing {
+    /// At least one resource priced by the pod's workload's learned usage.
+    pub learned: u64,
+    /// Priced by the policy's factors alone (no evidence for its workload, or learning off).
+    pub factor: u64,
+    /// Workloads in the learned table after the last refresh.
+    pub workloads: usize,
+}
+
 /// What became of the provisional guesses, as the ledger saw them (the extender
 /// path's provisional Reserves, [`Strategy::guesses`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -205,6 +237,24 @@ pub trait Strategy {
     /// What became of its provisional guesses at the scheduler's choice, if it makes any
     /// (waterline's extender adapter).
     fn guesses(&self) -> Option<Guesses> {
+        None
+    }
+
+    /// The per-pod usage series it learns from (`None`: it reads none, and the pipeline
+    /// records none).
+    fn pod_series(&self) -> Option<PodSeriesNeed> {
+        None
+    }
+
+    /// Its collector's refresh of the per-pod summaries landed: every running pod whose
+    /// series had a sample in the window (pods without recorded series never appear).
+    fn on_pod_usage(&mut self, now: UnixMillis, pods: &[PodSummary]) {
+        let _ = (now, pods);
+    }
+
+    /// How its estimator priced the pods bound from time 0, if it estimates pods by the
+    /// learned model (waterline).
+    fn pricing(&self) -> Option<Pricing> {
         None
     }
 }

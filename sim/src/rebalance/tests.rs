@@ -48,6 +48,7 @@ fn pod(uid: &str, controller: &str, cpu: i64) -> SimPod {
         name: uid.into(),
         labels: Default::default(),
         owner_kind: "ReplicaSet".into(),
+        owner_name: String::new(),
         controller: Some(controller.into()),
         requests: Resources::new(cpu, 1 << 30),
         limits: Resources::default(),

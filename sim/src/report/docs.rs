@@ -225,6 +225,17 @@ pub fn comparison(summary: &Summary) -> String {
         &|s| format!("{:.1} / {}", s.unwatched_at_decision.mean, s.unwatched_at_decision.max),
         None,
     );
+    if summary.strategies.iter().any(|s| s.pricing.is_some()) {
+        row(
+            "pods bound priced by learned usage / by factor (workloads learned)".into(),
+            &|s| {
+                s.pricing.map_or("—".into(), |p| {
+                    format!("{} / {} ({})", p.learned, p.factor, p.workloads)
+                })
+            },
+            None,
+        );
+    }
     if summary.strategies.iter().any(|s| s.provisional_guesses.is_some()) {
         row(
             "provisional guesses made / confirmed / moved / expired".into(),

@@ -146,34 +146,103 @@ fn at_line(text: &str, needle: &str, nth: usize) -> String {
         .unwrap_or_default()
 }
 
+/// Who owns a pod: the controlling owner's kind and name as the API shows them.
+#[derive(Clone)]
+struct Owner {
+    kind: String,
+    name: Option<String>,
+}
+
+/// The Deployment controller's label on a ReplicaSet and its pods; the ReplicaSet is named
+/// `<deployment>-<hash>` (core's `WorkloadKey::of` reads both).
+const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+
+/// A pod group's stand-in for the Deployment controller's template hash: ten characters of
+/// its alphabet (apimachinery's `rand.SafeEncodeString`) from an FNV-1a hash of the group,
+/// so a group keeps its ReplicaSet name from run to run and two groups never share one.
+fn template_hash(namespace: &str, prefix: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in namespace.bytes().chain([b'/']).chain(prefix.bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (0..10)
+        .map(|_| {
+            let c = ALPHABET[(h % ALPHABET.len() as u64) as usize] as char;
+            h /= ALPHABET.len() as u64;
+            c
+        })
+        .collect()
+}
+
+/// A pod group's owner: a ReplicaSet `<workload>-<hash>` of the Deployment `workload` with
+/// the template-hash label, or the `ownerKind` controller called `workload`.
+fn group_owner(
+    namespace: &str,
+    group: &PodGroupFile,
+    labels: &mut BTreeMap<String, String>,
+) -> Owner {
+    let kind = group.owner_kind.clone().unwrap_or_else(|| "ReplicaSet".into());
+    let workload = group.workload.clone().unwrap_or_else(|| group.prefix.clone());
+    let name = if kind == "ReplicaSet" {
+        let hash = template_hash(namespace, &group.prefix);
+        let name = format!("{workload}-{hash}");
+        labels.insert(POD_TEMPLATE_HASH.into(), hash);
+        name
+    } else {
+        workload
+    };
+    Owner { kind, name: Some(name) }
+}
+
 fn pod_object(
     name: String,
-    namespace: Option<String>,
+    namespace: String,
     cpu: Option<CpuQuantity>,
     memory: Option<ByteQuantity>,
     limits: Option<&LimitsFile>,
-    owner_kind: Option<String>,
-    owner: Option<String>,
-    labels: Option<BTreeMap<String, String>>,
+    owner: Owner,
+    labels: BTreeMap<String, String>,
 ) -> SimPod {
-    let namespace = namespace.unwrap_or_else(|| "default".into());
-    let owner_kind = owner_kind.unwrap_or_else(|| "ReplicaSet".into());
     // helper.DefaultSelector (kube-scheduler): Services, ReplicationControllers, ReplicaSets
     // and StatefulSets select a pod for the default spread constraints; DaemonSets do not.
-    let spreads = ["ReplicaSet", "StatefulSet", "ReplicationController"].contains(&&*owner_kind);
+    let spreads = ["ReplicaSet", "StatefulSet", "ReplicationController"].contains(&&*owner.kind);
     SimPod {
         uid: format!("{namespace}/{name}"),
-        controller: owner.filter(|_| spreads).map(|o| format!("{namespace}/{o}")),
+        controller: owner.name.as_ref().filter(|_| spreads).map(|o| format!("{namespace}/{o}")),
+        owner_name: owner.name.unwrap_or_default(),
         namespace,
         name,
-        labels: labels.unwrap_or_default(),
-        owner_kind,
+        labels,
+        owner_kind: owner.kind,
         requests: Resources::new(cpu.map_or(0, |c| c.0), memory.map_or(0, |b| b.0)),
         limits: Resources::new(
             limits.and_then(|l| l.cpu).map_or(0, |c| c.0),
             limits.and_then(|l| l.memory).map_or(0, |b| b.0),
         ),
     }
+}
+
+/// A workload's name becomes a controller's: a DNS-1123 label (lowercase letters, digits
+/// and '-', a letter or digit at each end) short enough for the ReplicaSet's hash suffix.
+fn check_workload(at: &Located<'_>, g: usize, workload: &str) -> Result<(), ScenarioError> {
+    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let ok = !workload.is_empty()
+        && workload.len() <= 52
+        && workload.chars().all(|c| alphanumeric(c) || c == '-')
+        && workload.starts_with(alphanumeric)
+        && workload.ends_with(alphanumeric);
+    if ok {
+        return Ok(());
+    }
+    Err(at.error(
+        &format!("podGroups[{g}].workload"),
+        &format!(
+            "'{workload}' is not a controller name: 1 to 52 lowercase letters, digits and '-', \
+             starting and ending with a letter or digit"
+        ),
+        &format!("workload: {workload}"),
+    ))
 }
 
 /// Errors found after parsing name the field and the first line holding `needle`.
@@ -247,6 +316,7 @@ fn pipeline(
         hour_rule_interval: p.hour_rule_interval.map_or(d.hour_rule_interval, |x| x.0),
         day_rule_interval: p.day_rule_interval.map_or(d.day_rule_interval, |x| x.0),
         subquery_step: p.subquery_step.map_or(d.subquery_step, |x| x.0),
+        pod_rule_interval: p.pod_rule_interval.map_or(d.pod_rule_interval, |x| x.0),
         delay: p.delay.map_or(d.delay, |x| x.0),
         poll_override: p.poll_period.map(|x| x.0),
         outages: spans(p.outages),
@@ -258,6 +328,7 @@ fn pipeline(
         ("pipeline.hourRuleInterval", pipeline.hour_rule_interval),
         ("pipeline.dayRuleInterval", pipeline.day_rule_interval),
         ("pipeline.subqueryStep", pipeline.subquery_step),
+        ("pipeline.podRuleInterval", pipeline.pod_rule_interval),
     ] {
         if span.0 <= 0 {
             let key = field.rsplit('.').next().unwrap_or(field);
@@ -399,17 +470,23 @@ fn pod_groups(
     let mut pods = Vec::new();
     for (g, group) in groups.into_iter().enumerate() {
         let mut arrivals = Arrivals::of(at, g, &group)?;
+        if let Some(workload) = &group.workload {
+            check_workload(at, g, workload)?;
+        }
+        let namespace = group.namespace.clone().unwrap_or_else(|| "default".into());
+        let mut labels = group.labels.clone().unwrap_or_default();
+        let owner = group_owner(&namespace, &group, &mut labels);
+        let series_recorded = group.pod_series != Some(PodSeriesFile::Missing);
         for i in 0..group.count {
             let arrival = arrivals.next(i, rng);
             let pod = pod_object(
                 format!("{}-{}", group.prefix, i + 1),
-                group.namespace.clone(),
+                namespace.clone(),
                 group.cpu,
                 group.memory,
                 group.limits.as_ref(),
-                group.owner_kind.clone(),
-                Some(group.prefix.clone()),
-                group.labels.clone(),
+                owner.clone(),
+                labels.clone(),
             );
             let usage = resolve_usage(group.usage.as_ref(), pod.requests, rng);
             let lifetime = match (group.lifetime, group.lifetime_minutes) {
@@ -423,6 +500,7 @@ fn pod_groups(
                 deletion: lifetime.map(|l| arrival + l),
                 node: None,
                 usage,
+                series_recorded,
             });
         }
     }
@@ -444,15 +522,18 @@ fn explicit_pods(
             let message = format!("no node is called '{node}'");
             return Err(at.error(&format!("pods[{i}].node"), &message, node));
         }
+        // A trace's pods name their controller as recorded (a ReplicaSet's pods carry the
+        // template hash among their labels, if the trace kept it).
+        let owner =
+            Owner { kind: p.owner_kind.unwrap_or_else(|| "ReplicaSet".into()), name: p.owner };
         let pod = pod_object(
             p.name,
-            p.namespace,
+            p.namespace.unwrap_or_else(|| "default".into()),
             p.cpu,
             p.memory,
             p.limits.as_ref(),
-            p.owner_kind,
-            p.owner,
-            p.labels,
+            owner,
+            p.labels.unwrap_or_default(),
         );
         let usage = resolve_usage(p.usage.as_ref(), pod.requests, rng);
         pods.push(PodSpec {
@@ -461,6 +542,7 @@ fn explicit_pods(
             deletion: p.deletion.map(|d| d.0.0),
             node: p.node,
             usage,
+            series_recorded: p.pod_series != Some(PodSeriesFile::Missing),
         });
     }
     Ok(pods)

@@ -4,6 +4,7 @@ use std::rc::Rc;
 use super::*;
 use crate::scenario::parse_scenario;
 use crate::strategy::{self, NodeView, Strategy};
+use waterline_core::{Millis, UnixMillis};
 
 fn scenario(text: &str) -> Scenario {
     parse_scenario(text, None).unwrap()
@@ -413,4 +414,89 @@ fn the_watch_confirms_a_guess_and_an_unconfirmed_one_expires_at_its_ttl() {
     assert_eq!((g.made, g.confirmed, g.moved, g.expired), (4, 0, 0, 4));
     assert!(w.snapshot().ledger().iter().all(|e| e.source == LedgerSource::Watch));
     assert_eq!(w.snapshot().ledger().len(), 4);
+}
+
+/// Each refresh's time and summaries.
+type Refreshes = Rc<RefCell<Vec<(i64, Vec<crate::strategy::PodSummary>)>>>;
+
+/// Records every refresh of the per-pod summaries it is given.
+struct Learner {
+    refreshes: Refreshes,
+}
+
+impl Strategy for Learner {
+    fn label(&self) -> &str {
+        "learner"
+    }
+    fn score(&mut self, _: &Cycle, _: &SimPod, nodes: &[NodeView<'_>]) -> Vec<i64> {
+        vec![0; nodes.len()]
+    }
+    fn pod_series(&self) -> Option<crate::strategy::PodSeriesNeed> {
+        let (window, refresh) = (Millis::from_mins(60), Millis::from_mins(5));
+        Some(crate::strategy::PodSeriesNeed { window, quantile: 0.9, refresh })
+    }
+    fn on_pod_usage(&mut self, now: UnixMillis, pods: &[crate::strategy::PodSummary]) {
+        let t = now.0 - crate::model::EPOCH.0;
+        self.refreshes.borrow_mut().push((t, pods.to_vec()));
+    }
+}
+
+const HISTORY: &str = "
+name: history
+duration: 30m
+warmup: 1h
+nodeGroups: [{count: 4, prefix: n, cpu: 16, memory: 64Gi, background: {cpu: 10, memory: 10}}]
+podGroups:
+  - {prefix: run, workload: app, count: 3, arrival: {at: -1h}, cpu: 1, memory: 1Gi, usage: {cpu: 2.0, memory: 1.0, rampUp: 0s}}
+  - {prefix: dark, count: 3, arrival: {at: -1h}, podSeries: missing, cpu: 1, memory: 1Gi}
+  - {prefix: new, workload: app, count: 4, arrival: {at: 10m}, cpu: 1, memory: 1Gi, usage: {cpu: 2.0, memory: 1.0, rampUp: 0s}}
+  - {prefix: fresh, count: 4, arrival: {at: 10m}, cpu: 1, memory: 1Gi, usage: {cpu: 2.0, rampUp: 0s}}
+";
+
+#[test]
+fn the_collector_refresh_summarises_the_running_pods_with_recorded_series() {
+    let refreshes = Rc::new(RefCell::new(Vec::new()));
+    let mut learner = Learner { refreshes: refreshes.clone() };
+    run(&scenario(HISTORY), &mut learner, Outputs::default());
+    let refreshes = refreshes.borrow();
+    // Every 5 m from the warm-up's start (−60 m) to the end (30 m): 19 refreshes.
+    assert_eq!(refreshes.len(), 19);
+    let at = |t: i64| &refreshes.iter().find(|(at, _)| *at == t).unwrap().1;
+    // At 0: the three `run` pods, never the `dark` ones; each bound within the first
+    // 100-odd ms (its cycle and bind) and scraped from −59 m 45 s, so the rule at −59 m has
+    // four scrapes in its rate window: the 1 h window (−60 m, 0] holds the 60 rules
+    // −59 m … 0 of either resource.
+    let names = |pods: &[crate::strategy::PodSummary]| {
+        pods.iter().map(|p| p.pod.name.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(names(at(0)), ["run-1", "run-2", "run-3"]);
+    let first = &at(0)[0];
+    assert_eq!(first.memory.unwrap().samples, 60);
+    assert_eq!(first.cpu.unwrap().samples, 60);
+    // 2 cores of a 1-core request, without a ramp: the rate is 2000 m from the first one.
+    assert_eq!(first.cpu.unwrap().usage, 2000.0);
+    // At 15 m the pods of 10 m appear too: first scraped at 10 m 15 s, recorded by the
+    // rules at 11 m … 15 m.
+    let later = at(15 * 60_000);
+    assert_eq!(later.len(), 11);
+    assert!(later.iter().all(|p| !p.pod.name.starts_with("dark")));
+    let fresh = later.iter().find(|p| p.pod.name == "fresh-1").unwrap();
+    assert_eq!((fresh.cpu.unwrap().samples, fresh.memory.unwrap().samples), (5, 5));
+}
+
+#[test]
+fn waterline_prices_a_workload_with_history_by_it_and_a_new_one_by_the_factor() {
+    let s = scenario(HISTORY);
+    let mut learning = strategy::by_name("waterline").unwrap();
+    let summary = run(&s, learning.as_mut(), Outputs::default());
+    // `new` (workload app, with an hour of `run`'s evidence: 3 pods × ~59 samples ≥ 120) is
+    // priced by the learned ratio; `fresh` has no history when it arrives: by the factor.
+    let p = summary.pricing.unwrap();
+    assert_eq!((p.learned, p.factor), (4, 4));
+    // At the last refresh only app is learned: `fresh` has 4 pods × 20 samples (11 m … 30 m)
+    // = 80 < minSamples 120, and `dark` has no series.
+    assert_eq!(p.workloads, 1);
+    let mut off = strategy::by_name("waterline-no-learning").unwrap();
+    let p = run(&s, off.as_mut(), Outputs::default()).pricing.unwrap();
+    assert_eq!((p.learned, p.factor, p.workloads), (0, 8, 0));
 }

@@ -207,6 +207,7 @@ pub(super) mod burst {
             name: format!("pod-{i}"),
             labels: Default::default(),
             owner_kind: "ReplicaSet".into(),
+            owner_name: String::new(),
             controller: None,
             requests: Resources::new(cpu_millis, memory_bytes),
             limits: Resources::new(cpu_millis, memory_bytes),

@@ -102,6 +102,15 @@ impl Strategy for Profiled {
     fn guesses(&self) -> Option<super::Guesses> {
         self.inner.guesses()
     }
+    fn pod_series(&self) -> Option<super::PodSeriesNeed> {
+        self.inner.pod_series()
+    }
+    fn on_pod_usage(&mut self, now: UnixMillis, pods: &[super::PodSummary]) {
+        self.inner.on_pod_usage(now, pods)
+    }
+    fn pricing(&self) -> Option<super::Pricing> {
+        self.inner.pricing()
+    }
 }
 
 #[cfg(test)]
@@ -142,6 +151,7 @@ mod tests {
             name: "x".into(),
             labels: Default::default(),
             owner_kind: "ReplicaSet".into(),
+            owner_name: String::new(),
             controller: Some("default/x".into()),
             requests: Resources::new(1000, gib),
             limits: Resources::default(),

@@ -96,6 +96,15 @@ impl Strategy for Rebalanced {
     fn guesses(&self) -> Option<Guesses> {
         self.inner.guesses()
     }
+    fn pod_series(&self) -> Option<super::PodSeriesNeed> {
+        self.inner.pod_series()
+    }
+    fn on_pod_usage(&mut self, now: UnixMillis, pods: &[super::PodSummary]) {
+        self.inner.on_pod_usage(now, pods)
+    }
+    fn pricing(&self) -> Option<super::Pricing> {
+        self.inner.pricing()
+    }
 }
 
 /// The rebalancing actor of the combination labelled `label` (a fresh one per run, seeded),

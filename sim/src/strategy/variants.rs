@@ -10,8 +10,9 @@ use waterline_peers::profile::Profile;
 use waterline_core::UnixMillis;
 
 use super::{
-    Cycle, ExtenderFlags, Koordinator, Koordlet, MetricKind, MetricNeed, NodeView, Path, Profiled,
-    SchedulerProfile, Strategy, StrategyError, Waterline, waterline_profile,
+    Cycle, ExtenderFlags, Koordinator, Koordlet, MetricKind, MetricNeed, NodeView, Path,
+    PodSeriesNeed, PodSummary, Pricing, Profiled, SchedulerProfile, Strategy, StrategyError,
+    Waterline, waterline_profile,
 };
 use crate::model::SimPod;
 
@@ -33,6 +34,18 @@ pub const VARIANTS: &[(&str, &str)] = &[
         "waterline-departure-credit",
         "waterline's default policy with `departures: credit` on its two 5 m averages (core's \
          departure credit, docs/policy.md#departures; the default holds)",
+    ),
+    (
+        "waterline-no-learning",
+        "waterline's default policy with `estimator.learn.enabled: false`: every pod priced by \
+         the policy's factors (0.85 cpu / 0.70 memory × request), as before the learned \
+         estimate",
+    ),
+    (
+        "waterline-cpu-factor-F",
+        "waterline's default policy with learning off and `estimator.cpuFactor: F` (0 < F ≤ \
+         10): one global factor for every pod, the search the learned estimate is judged \
+         against (`scripts/simulation.sh factors SCENARIO`)",
     ),
     (
         "waterline-headroom-K",
@@ -78,6 +91,15 @@ impl Strategy for Remetered {
     }
     fn on_deleted(&mut self, now: UnixMillis, p: &SimPod, node: &str) {
         self.inner.on_deleted(now, p, node)
+    }
+    fn pod_series(&self) -> Option<PodSeriesNeed> {
+        self.inner.pod_series()
+    }
+    fn on_pod_usage(&mut self, now: UnixMillis, pods: &[PodSummary]) {
+        self.inner.on_pod_usage(now, pods)
+    }
+    fn pricing(&self) -> Option<Pricing> {
+        self.inner.pricing()
     }
 }
 
@@ -132,6 +154,10 @@ pub fn by_name(name: &str) -> Option<Result<Box<dyn Strategy>, StrategyError>> {
                 Err(e) => return Some(Err(e)),
             }
         }
+        "waterline-no-learning" => match Waterline::new(name, without_learning()) {
+            Ok(w) => Box::new(Profiled::new(name, Box::new(w), waterline_profile())),
+            Err(e) => return Some(Err(e)),
+        },
         "koordinator-prom" => alone(
             name,
             Box::new(Remetered {
@@ -156,9 +182,37 @@ pub fn by_name(name: &str) -> Option<Result<Box<dyn Strategy>, StrategyError>> {
             let args = KoordArgs { resource_weights: Default::default(), ..d };
             alone(name, koord(args, Koordlet::default()))
         }
-        _ => return headroom_variant(name),
+        _ => return cpu_factor_variant(name).or_else(|| headroom_variant(name)),
     };
     Some(Ok(strategy))
+}
+
+/// The default policy with the learned estimate off.
+fn without_learning() -> waterline_core::Policy {
+    let mut policy = waterline_core::Policy::default();
+    policy.estimator.learn.enabled = false;
+    policy
+}
+
+/// The policy of `waterline-cpu-factor-F`, if `name` is one.
+fn cpu_factor_policy(name: &str) -> Option<waterline_core::Policy> {
+    let factor: f64 = name.strip_prefix("waterline-cpu-factor-")?.parse().ok()?;
+    if !(factor > 0.0 && factor <= 10.0) {
+        return None;
+    }
+    let mut policy = without_learning();
+    policy.estimator.cpu_factor = factor;
+    Some(policy)
+}
+
+/// `waterline-cpu-factor-F`: learning off, every pod's cpu priced at F × its request (the
+/// estimator's other rules unchanged), in waterline's shipped profile.
+fn cpu_factor_variant(name: &str) -> Option<Result<Box<dyn Strategy>, StrategyError>> {
+    let policy = cpu_factor_policy(name)?;
+    Some(
+        Waterline::new(name, policy)
+            .map(|w| Box::new(Profiled::new(name, Box::new(w), waterline_profile())) as _),
+    )
 }
 
 /// `waterline-headroom-K[-leastused]`, in waterline's shipped profile.
@@ -203,8 +257,31 @@ mod tests {
         assert!(by_name("waterline-headroom-x").is_none());
         assert!(by_name("waterline-headroom--1").is_none());
         // every listed variant builds
-        for (name, _) in VARIANTS.iter().filter(|v| !v.0.ends_with("-K")) {
+        for (name, _) in VARIANTS.iter().filter(|v| !v.0.ends_with("-K") && !v.0.ends_with("-F")) {
             assert_eq!(by_name(name).unwrap().unwrap().label(), *name);
+        }
+    }
+
+    #[test]
+    fn the_factor_variants_turn_learning_off_and_set_the_cpu_factor() {
+        // Learning off: no per-pod series asked for, and the pricing is counted (all factor).
+        let off = by_name("waterline-no-learning").unwrap().unwrap();
+        assert_eq!(off.pod_series(), None);
+        assert_eq!(off.pricing(), Some(Pricing::default()));
+        let on = super::super::by_name("waterline").unwrap();
+        let need = on.pod_series().unwrap();
+        // estimator.learn's defaults: 24 h window, p90, refreshed every 5 m.
+        assert_eq!(need.window, Millis::from_mins(24 * 60));
+        assert_eq!((need.quantile, need.refresh), (0.9, Millis::from_mins(5)));
+        let f = by_name("waterline-cpu-factor-1.75").unwrap().unwrap();
+        assert_eq!((f.label(), f.pod_series()), ("waterline-cpu-factor-1.75", None));
+        let policy = cpu_factor_policy("waterline-cpu-factor-1.75").unwrap();
+        assert_eq!(policy.estimator.cpu_factor, 1.75);
+        assert!(!policy.estimator.learn.enabled);
+        // memory keeps the default 0.70
+        assert_eq!(policy.estimator.memory_factor, 0.70);
+        for bad in ["waterline-cpu-factor-0", "waterline-cpu-factor-11", "waterline-cpu-factor-x"] {
+            assert!(by_name(bad).is_none(), "{bad}");
         }
     }
 

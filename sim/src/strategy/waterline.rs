@@ -9,6 +9,11 @@
 //! - the pod watch applies a `LedgerSource::Watch` entry placed at the PodScheduled time
 //!   (collector/src/sources/kube/pods.rs `view`), which the ledger merges with a Reserve;
 //! - a deletion removes the entry;
+//! - with `estimator.learn` on, every refresh of the per-pod summaries (pipeline/pods.rs)
+//!   becomes core's `learn` table — each pod's workload by core's `WorkloadKey::of`, its
+//!   requests, its window quantile and sample count — which `Snapshot::set_learned`
+//!   installs whole, as the collector sends it; every later estimate (the incoming pod's,
+//!   each Reserve, guess and watch entry) is priced through it by core's `estimate`;
 //! - unconfirmed entries expire on the collector's one-second housekeeping tick
 //!   (collector/src/app.rs `maintain`, `Ledger::prune_unconfirmed`): a Reserve after the
 //!   policy's `reserveTtl`, a provisional entry at its `expires_at`.
@@ -39,17 +44,22 @@
 //!   config.yaml), so the watch is the only confirmation.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use waterline_core::engine::{self, Ask, Candidates, Prepared};
+use waterline_core::estimate::{Source, price};
 use waterline_core::extender_score::{best_candidate, map_scores, single_out};
+use waterline_core::learn::{PodObservation, learn};
 use waterline_core::placement::placement;
 use waterline_core::policy::Policy;
+use waterline_core::workload::WorkloadKey;
 use waterline_core::{Capacity, LedgerEntry, LedgerSource, Millis, Snapshot, UnixMillis};
 
 use super::{
-    Cycle, Guesses, MetricKind, MetricNeed, NodeView, Path, Resource, Strategy, StrategyError,
+    Cycle, Guesses, MetricKind, MetricNeed, NodeView, Path, PodSeriesNeed, PodSummary, Pricing,
+    Resource, Strategy, StrategyError,
 };
-use crate::model::SimPod;
+use crate::model::{EPOCH, SimPod};
 
 /// The extender adapter's flags that shape placements, at the defaults it ships with:
 /// extender/src/args.rs, which deploy/scheduler/deployment.yaml leaves unset.
@@ -149,6 +159,7 @@ pub struct Waterline {
     cache: ScoreCache,
     cache_counts: CacheCounts,
     guesses: Guesses,
+    pricing: Pricing,
     /// The last collector tick whose expiries have been applied.
     pruned_at: Option<UnixMillis>,
 }
@@ -206,6 +217,7 @@ impl Waterline {
             cache: ScoreCache::default(),
             cache_counts: CacheCounts::default(),
             guesses: Guesses::default(),
+            pricing: Pricing::default(),
             pruned_at: None,
         })
     }
@@ -254,6 +266,17 @@ impl Waterline {
         // A simulated pod always has a uid (namespace/name) and a node.
         placement(&self.policy, self.snapshot.learned(), pod.to_core(), node, at, source)
             .expect("a simulated placement has a uid and a node")
+    }
+
+    /// Counts how core's estimator prices `pod` now (the rule of `estimate::price`).
+    fn count_pricing(&mut self, pod: &SimPod) {
+        let priced = price(&self.policy.estimator, self.snapshot.learned(), &pod.to_core());
+        let learned = |s: Source| matches!(s, Source::Learned { .. });
+        if learned(priced.cpu) || learned(priced.memory) {
+            self.pricing.learned += 1;
+        } else {
+            self.pricing.factor += 1;
+        }
     }
 
     /// `ask` for `pod` on `nodes`, over the table brought up to date first.
@@ -378,8 +401,40 @@ impl Strategy for Waterline {
                 self.guesses.moved += 1;
             }
         }
+        if bound_at >= EPOCH {
+            self.count_pricing(pod);
+        }
         let entry = self.entry(pod, node, bound_at, LedgerSource::Watch);
         self.snapshot.apply_placement(entry);
+    }
+
+    fn pod_series(&self) -> Option<PodSeriesNeed> {
+        let learn = &self.policy.estimator.learn;
+        learn.enabled.then_some(PodSeriesNeed {
+            window: learn.window,
+            quantile: learn.quantile,
+            refresh: learn.refresh,
+        })
+    }
+
+    fn on_pod_usage(&mut self, _now: UnixMillis, pods: &[PodSummary]) {
+        let observations = pods.iter().map(|p| {
+            let pod = p.pod.to_core();
+            PodObservation {
+                workload: WorkloadKey::of(&pod),
+                cpu_request_millis: pod.cpu_request_millis,
+                memory_request_bytes: pod.memory_request_bytes,
+                cpu: p.cpu,
+                memory: p.memory,
+            }
+        });
+        let learned = learn(&self.policy.estimator.learn, observations);
+        self.pricing.workloads = learned.len();
+        self.snapshot.set_learned(Arc::new(learned));
+    }
+
+    fn pricing(&self) -> Option<Pricing> {
+        Some(self.pricing)
     }
 
     /// As the collector's pod watch does (`ClusterState::release_bound`,
@@ -434,6 +489,7 @@ mod tests {
             name: "p".into(),
             labels: Default::default(),
             owner_kind: "ReplicaSet".into(),
+            owner_name: String::new(),
             controller: Some("ns/web".into()),
             requests: Resources::new(1000, 1 << 30),
             limits: Resources::default(),
@@ -489,6 +545,7 @@ mod tests {
             name: "p".into(),
             labels: Default::default(),
             owner_kind: "ReplicaSet".into(),
+            owner_name: String::new(),
             controller: Some("ns/web".into()),
             requests: Resources::new(2_000, 4 << 30),
             limits: Resources::default(),

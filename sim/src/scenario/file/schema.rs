@@ -203,6 +203,15 @@ pub(super) struct ArrivalFile {
     pub(super) per_minute: Option<f64>,
 }
 
+/// Whether Prometheus records a pod's usage series (pipeline/pods.rs): `missing` where
+/// cAdvisor is not scraped or the per-pod rules are not deployed for it.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum PodSeriesFile {
+    Recorded,
+    Missing,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct PodGroupFile {
@@ -214,6 +223,11 @@ pub(super) struct PodGroupFile {
     pub(super) memory: Option<ByteQuantity>,
     pub(super) limits: Option<LimitsFile>,
     pub(super) owner_kind: Option<String>,
+    /// The controller the group's pods belong to (default: the prefix): groups naming the
+    /// same one are one workload — with `ownerKind: ReplicaSet` (the default) each group is
+    /// a ReplicaSet (a release) of that Deployment.
+    pub(super) workload: Option<String>,
+    pub(super) pod_series: Option<PodSeriesFile>,
     pub(super) labels: Option<BTreeMap<String, String>>,
     pub(super) usage: Option<UsageFile>,
     /// Each pod is deleted this long after it arrives; `lifetimeMinutes` draws it per pod
@@ -239,6 +253,7 @@ pub(super) struct PodFile {
     /// Bound here already (a trace's existing pods); the scheduler does not place it.
     pub(super) node: Option<String>,
     pub(super) usage: Option<UsageFile>,
+    pub(super) pod_series: Option<PodSeriesFile>,
 }
 
 #[derive(Deserialize)]
@@ -263,6 +278,7 @@ pub(super) struct PipelineFile {
     pub(super) hour_rule_interval: Option<Duration>,
     pub(super) day_rule_interval: Option<Duration>,
     pub(super) subquery_step: Option<Duration>,
+    pub(super) pod_rule_interval: Option<Duration>,
     pub(super) delay: Option<Duration>,
     pub(super) poll_period: Option<Duration>,
     pub(super) outages: Option<Vec<OutageFile>>,

@@ -96,13 +96,61 @@ pods:
     let controller = |name: &str| {
         s.pods.iter().find(|p| p.pod.name == name).and_then(|p| p.pod.controller.clone())
     };
-    // a pod group is one ReplicaSet; a DaemonSet's pods and a pod without `owner` have none
-    assert_eq!(controller("web-1").as_deref(), Some("shop/web"));
+    // a pod group is one ReplicaSet, `<workload>-<hash>` (the workload defaults to the
+    // prefix); a DaemonSet's pods and a pod without `owner` have none
+    let web = &s.pods.iter().find(|p| p.pod.name == "web-1").unwrap().pod;
+    let hash = web.labels["pod-template-hash"].clone();
+    assert_eq!(hash.len(), 10);
+    assert_eq!(controller("web-1"), Some(format!("shop/web-{hash}")));
+    assert_eq!(web.owner_name, format!("web-{hash}"));
     assert_eq!(controller("agent-1"), None);
     assert_eq!(controller("lone"), None);
     assert_eq!(controller("db-0").as_deref(), Some("default/db"));
     let err = parse_scenario("name: x\nduration: 1h\nkoordlet: {gapz: []}\n", None).unwrap_err();
     assert!(err.0.contains("gapz") && err.0.contains("line 3"), "{}", err.0);
+}
+
+#[test]
+fn groups_naming_one_workload_are_one_deployment_and_series_can_be_missing() {
+    use waterline_core::workload::WorkloadKey;
+    let text = "
+name: w
+duration: 1h
+nodes: [{name: a, cpu: 1, memory: 1Gi}]
+podGroups:
+  - {prefix: app-old, workload: app, count: 1, arrival: {at: 0s}, podSeries: missing}
+  - {prefix: app-new, workload: app, count: 1, arrival: {at: 0s}}
+  - {prefix: batch, count: 1, arrival: {at: 0s}}
+  - {prefix: db, workload: store, ownerKind: StatefulSet, count: 1, arrival: {at: 0s}}
+pods:
+  - {name: lone, arrival: 0s, podSeries: recorded}
+";
+    let s = parse_scenario(text, None).unwrap();
+    let pod = |name: &str| s.pods.iter().find(|p| p.pod.name == name).unwrap();
+    let key = |name: &str| WorkloadKey::of(&pod(name).pod.to_core()).to_string();
+    // Two releases (ReplicaSets) of one Deployment: one workload, two spread controllers.
+    assert_eq!(key("app-old-1"), "default/Deployment/app");
+    assert_eq!(key("app-new-1"), "default/Deployment/app");
+    assert_ne!(pod("app-old-1").pod.controller, pod("app-new-1").pod.controller);
+    // The default: one workload per group; another kind is named as the workload.
+    assert_eq!(key("batch-1"), "default/Deployment/batch");
+    assert_eq!(key("db-1"), "default/StatefulSet/store");
+    assert_eq!(pod("db-1").pod.controller.as_deref(), Some("default/store"));
+    assert_eq!(key("lone"), "default/Pod/lone");
+    let recorded: Vec<bool> =
+        ["app-old-1", "app-new-1", "lone"].iter().map(|n| pod(n).series_recorded).collect();
+    assert_eq!(recorded, [false, true, true]);
+    // A bad workload or series value names the field and its line.
+    let bad = text.replace("workload: store", "workload: Store_1");
+    let err = parse_scenario(&bad, None).unwrap_err().0;
+    assert!(err.starts_with("podGroups[3].workload: 'Store_1' is not a controller"), "{err}");
+    assert!(err.ends_with("(line 9)"), "{err}");
+    let bad = text.replace("podSeries: missing", "podSeries: gone");
+    let err = parse_scenario(&bad, None).unwrap_err().0;
+    assert!(err.contains("podGroups[0].podSeries") && err.contains("line 6"), "{err}");
+    let bad = text.replace("duration: 1h", "duration: 1h\npipeline: {podRuleInterval: 0s}");
+    let err = parse_scenario(&bad, None).unwrap_err().0;
+    assert!(err.starts_with("pipeline.podRuleInterval: must be longer than zero"), "{err}");
 }
 
 #[test]
