@@ -424,10 +424,7 @@ fn departures_are_credited_or_held_per_metric() {
 fn learning_is_on_by_default_and_its_queries_follow_window_and_quantile() {
     let learn = parse_policy("").unwrap().estimator.learn;
     assert!(learn.enabled);
-    assert_eq!(
-        learn.queries.cpu,
-        "quantile_over_time(0.9, waterline:pod_cpu_usage:rate5m[24h])"
-    );
+    assert_eq!(learn.queries.cpu, "quantile_over_time(0.9, waterline:pod_cpu_usage:rate5m[24h])");
     let text = "estimator:\n  learn:\n    window: 6h\n    quantile: 0.95\n    minPods: 1\n";
     let learn = parse_policy(text).unwrap().estimator.learn;
     assert_eq!((learn.window, learn.min_pods), (Millis::from_secs(6 * 3600), 1));
