@@ -31,6 +31,8 @@ pub struct SyncMetrics {
     pub messages: Counter,
     /// Ledger entries of the stream the domain cannot hold (no uid or node).
     pub dropped_entries: Counter,
+    /// Learned workloads of the stream with a bad number (their pods priced by the factors).
+    pub dropped_workloads: Counter,
 }
 
 impl SyncMetrics {
@@ -55,6 +57,11 @@ impl SyncMetrics {
             "waterline_collector_dropped_entries",
             "Streamed ledger entries skipped because they had no pod_uid or node_name",
             s.dropped_entries.clone(),
+        );
+        registry.register(
+            "waterline_collector_dropped_learned_workloads",
+            "Streamed learned workloads skipped because a number was NaN, infinite or negative",
+            s.dropped_workloads.clone(),
         );
         s
     }
@@ -138,6 +145,14 @@ async fn stream_from(
                     tracing::warn!(
                         entries = dropped.entries,
                         "collector sent ledger entries without pod_uid or node_name; skipped"
+                    );
+                }
+                if let Some(error) = &dropped.workload_error {
+                    metrics.dropped_workloads.inc_by(dropped.workloads as u64);
+                    tracing::warn!(
+                        workloads = dropped.workloads,
+                        %error,
+                        "collector sent learned workloads the scorer cannot use; skipped"
                     );
                 }
                 store.apply(&delta, UnixMillis::now());
