@@ -26,9 +26,9 @@ use waterline_core::learn::{LearnedUsage, Series, learn};
 use waterline_core::policy::{Learn, LearnQueries};
 use waterline_runtime::policy::PolicyHandle;
 
-use crate::running_pods::RunningPods;
+use crate::running_pods::{RunningPods, pod_key};
 use crate::sources::prometheus::PromClient;
-use crate::sources::prometheus::answer::{self, QueryError, RawValue};
+use crate::sources::prometheus::answer::{self, QueryError};
 use crate::state::ClusterState;
 
 /// How often a learner with learning off looks at the (reloadable) policy again.
@@ -37,77 +37,73 @@ const POLICY_CHECK: Duration = Duration::from_secs(2);
 /// series would name an unknown pod.
 const FIRST_LIST_WAIT: Duration = Duration::from_secs(30);
 
-/// The four answers of one refresh, by the policy's names of the queries.
-#[derive(Clone, Debug, Default)]
+/// The queries, in the order of an [`Answers`] slot.
+pub const QUERIES: [&str; 4] = ["cpu", "memory", "cpuSamples", "memorySamples"];
+
+/// The four answers of one refresh, folded per pod as they are read.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Answers {
-    pub cpu: Vec<answer::Series>,
-    pub memory: Vec<answer::Series>,
-    pub cpu_samples: Vec<answer::Series>,
-    pub memory_samples: Vec<answer::Series>,
+    /// [`pod_key`] → the value of each query ([`QUERIES`] order); NaN: none for the pod.
+    pods: HashMap<u64, [f64; 4]>,
+    /// Per query: series in its answer, usable or not.
+    series: [usize; 4],
+    /// Per query: series without both labels or a finite value.
+    unusable: [usize; 4],
 }
 
 impl Answers {
-    /// (name, answer) of each query, in the policy's order.
-    fn named(&self) -> [(&'static str, &[answer::Series]); 4] {
-        [
-            ("cpu", &self.cpu),
-            ("memory", &self.memory),
-            ("cpuSamples", &self.cpu_samples),
-            ("memorySamples", &self.memory_samples),
-        ]
+    /// Reads the answer of query `slot` (`PromClient::query_with`; the body is let go
+    /// after): each series' pod, by its `namespace` and `pod` labels, and value.
+    pub fn read(
+        &mut self,
+        slot: usize,
+        status: u16,
+        content_type: &str,
+        body: &[u8],
+    ) -> Result<(), QueryError> {
+        let (pods, unusable) = (&mut self.pods, &mut self.unusable[slot]);
+        self.series[slot] = answer::parse_pods(status, content_type, body, |row| {
+            match (row.metric.namespace, row.metric.pod, row.value.1.0) {
+                (Some(namespace), Some(pod), Some(value)) => {
+                    let key = pod_key(&namespace.0, &pod.0);
+                    pods.entry(key).or_insert([f64::NAN; 4])[slot] = value;
+                }
+                _ => *unusable += 1,
+            }
+        })?;
+        Ok(())
     }
 
     /// The queries that returned no series.
     pub fn empty(&self) -> Vec<&'static str> {
-        self.named().into_iter().filter(|(_, a)| a.is_empty()).map(|(name, _)| name).collect()
+        QUERIES.into_iter().zip(self.series).filter(|(_, n)| *n == 0).map(|(q, _)| q).collect()
     }
 
     /// Whether a resource has both its answers: then something is learned from it.
     pub fn active(&self) -> bool {
-        (!self.cpu.is_empty() && !self.cpu_samples.is_empty())
-            || (!self.memory.is_empty() && !self.memory_samples.is_empty())
+        (self.series[0] > 0 && self.series[2] > 0) || (self.series[1] > 0 && self.series[3] > 0)
     }
-}
 
-/// What the series of one pod say: [cpu, memory, cpu samples, memory samples].
-type PodValues = [Option<f64>; 4];
-
-/// Each pod's series of the four answers, by (namespace, pod): cpu in milli-cores (the
-/// queries answer cores), memory in bytes. A series without both labels, or with a value
-/// that is not a finite number, is left out; also returns how many were.
-pub fn per_pod(answers: &Answers) -> (Vec<((&str, &str), Option<Series>, Option<Series>)>, usize) {
-    let mut pods: HashMap<(&str, &str), PodValues> = HashMap::new();
-    let mut unusable = 0;
-    for (slot, (_, answer)) in answers.named().into_iter().enumerate() {
-        for series in answer {
-            let labels = (series.labels.get("namespace"), series.labels.get("pod"));
-            let (Some(namespace), Some(pod), RawValue::Number(value)) =
-                (labels.0, labels.1, &series.value)
-            else {
-                unusable += 1;
-                continue;
-            };
-            if !value.is_finite() {
-                unusable += 1;
-                continue;
-            }
-            pods.entry((namespace.as_str(), pod.as_str())).or_default()[slot] = Some(*value);
-        }
+    /// Series of the four answers without both labels or a finite value.
+    pub fn unusable(&self) -> usize {
+        self.unusable.iter().sum()
     }
-    let series = |usage: Option<f64>, samples: Option<f64>, scale: f64| {
-        usage.map(|usage| Series {
-            usage: usage * scale,
-            // A count Prometheus made: a whole number, here never negative.
-            samples: samples.map_or(0, |n| n.max(0.0).round() as u64),
-        })
-    };
-    let joined = pods
-        .into_iter()
-        .map(|(pod, [cpu, memory, cpu_n, memory_n])| {
+
+    /// Each pod's series: (its [`pod_key`], cpu in milli-cores — the queries answer cores —
+    /// and memory in bytes). A usage without its count is a series without samples, which
+    /// is no evidence.
+    pub fn per_pod(self) -> impl Iterator<Item = (u64, Option<Series>, Option<Series>)> {
+        let series = |usage: f64, samples: f64, scale: f64| {
+            (!usage.is_nan()).then(|| Series {
+                usage: usage * scale,
+                // A count Prometheus made: a whole number, here never negative.
+                samples: if samples.is_nan() { 0 } else { samples.max(0.0).round() as u64 },
+            })
+        };
+        self.pods.into_iter().map(move |(pod, [cpu, memory, cpu_n, memory_n])| {
             (pod, series(cpu, cpu_n, 1000.0), series(memory, memory_n, 1.0))
         })
-        .collect();
-    (joined, unusable)
+    }
 }
 
 /// The learner's own metrics on the collector's `/metrics`.
@@ -271,13 +267,14 @@ impl Learner {
             self.empty = empty;
         }
         let active = answers.active();
-        let (series, unusable) = per_pod(&answers);
-        let (observations, unknown) = pods.observe(series);
-        if unusable > 0 || unknown > 0 {
+        let unusable = answers.unusable();
+        let (table, joined) =
+            pods.observe(answers.per_pod(), |observations| learn(policy, observations));
+        if unusable > 0 || joined.unknown > 0 {
+            let unknown = joined.unknown;
             tracing::debug!(unusable, unknown, "series without a running pod or a number");
         }
-        metrics.observed_pods.set(observations.len() as i64);
-        let table = learn(policy, observations);
+        metrics.observed_pods.set(joined.observed as i64);
         let table_len = table.len();
         metrics.workloads.set(table_len as i64);
         metrics.dropped_workloads.set(table.dropped as i64);
@@ -296,23 +293,21 @@ fn query_of<'a>(queries: &'a LearnQueries, name: &str) -> &'a str {
     }
 }
 
-/// The four queries at once; the first that failed, by name, if one did.
+/// The four queries, one after the other, each answer folded in as it arrives: only one
+/// body (5 MB at 50,000 pods) is held at a time. The first that failed, by name, if one did.
 async fn ask(
     client: &PromClient,
     queries: &LearnQueries,
 ) -> Result<Answers, (&'static str, QueryError)> {
-    let (cpu, memory, cpu_samples, memory_samples) = tokio::join!(
-        client.query(&queries.cpu),
-        client.query(&queries.memory),
-        client.query(&queries.cpu_samples),
-        client.query(&queries.memory_samples),
-    );
-    Ok(Answers {
-        cpu: cpu.map_err(|e| ("cpu", e))?,
-        memory: memory.map_err(|e| ("memory", e))?,
-        cpu_samples: cpu_samples.map_err(|e| ("cpuSamples", e))?,
-        memory_samples: memory_samples.map_err(|e| ("memorySamples", e))?,
-    })
+    let mut answers = Answers::default();
+    let promql = [&queries.cpu, &queries.memory, &queries.cpu_samples, &queries.memory_samples];
+    for (slot, promql) in promql.into_iter().enumerate() {
+        let read = |status: u16, content_type: &str, body: &[u8]| {
+            answers.read(slot, status, content_type, body)
+        };
+        client.query_with(promql, read).await.map_err(|error| (QUERIES[slot], error))?;
+    }
+    Ok(answers)
 }
 
 /// Learns forever: after the pod watch's first list (`first_list`, at most

@@ -1,26 +1,38 @@
-use std::collections::BTreeMap;
-
+use waterline_core::Pod;
 use waterline_core::workload::WorkloadKey;
-use waterline_core::{Pod, UnixMillis};
 
 use super::*;
 
-fn series(namespace: &str, pod: &str, value: f64) -> answer::Series {
-    let labels: BTreeMap<String, String> =
-        [("namespace", namespace), ("pod", pod)].map(|(k, v)| (k.into(), v.into())).into();
-    answer::Series { labels, at: UnixMillis(0), value: RawValue::Number(value) }
+/// The JSON answer of one series per (namespace, pod, value).
+fn body(rows: &[(&str, &str, f64)]) -> Vec<u8> {
+    let result: Vec<String> = rows
+        .iter()
+        .map(|(n, p, v)| {
+            format!(r#"{{"metric":{{"namespace":"{n}","pod":"{p}"}},"value":[1.5,"{v}"]}}"#)
+        })
+        .collect();
+    format!(
+        r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
+        result.join(",")
+    )
+    .into_bytes()
+}
+
+/// Answers read from `bodies`, in `QUERIES` order.
+fn read(bodies: [Vec<u8>; 4]) -> Answers {
+    let mut answers = Answers::default();
+    for (slot, body) in bodies.iter().enumerate() {
+        answers.read(slot, 200, "application/json", body).unwrap();
+    }
+    answers
 }
 
 /// Three pods of shop/web requesting 500m and 100 MB, using 1 core (2×) and 150 MB
 /// (1.5×) each, 30 samples of each in the window.
 fn answers() -> Answers {
     let pods = ["web-a", "web-b", "web-c"];
-    Answers {
-        cpu: pods.map(|p| series("shop", p, 1.0)).to_vec(),
-        memory: pods.map(|p| series("shop", p, 1.5e8)).to_vec(),
-        cpu_samples: pods.map(|p| series("shop", p, 30.0)).to_vec(),
-        memory_samples: pods.map(|p| series("shop", p, 30.0)).to_vec(),
-    }
+    let each = |value: f64| body(&pods.map(|p| ("shop", p, value)));
+    read([each(1.0), each(1.5e8), each(30.0), each(30.0)])
 }
 
 fn running() -> RunningPods {
@@ -54,23 +66,24 @@ fn policy() -> Learn {
 }
 
 #[test]
-fn series_become_milli_cores_bytes_and_counts_per_pod() {
-    let mut answers = answers();
-    // A series without its pod label and one with a NaN are left out and counted.
-    answers.cpu.push(answer::Series { labels: BTreeMap::new(), ..series("shop", "x", 1.0) });
-    answers.memory.push(series("shop", "web-d", f64::NAN));
-    let (mut pods, unusable) = per_pod(&answers);
-    pods.sort_by(|a, b| a.0.cmp(&b.0));
-    assert_eq!(unusable, 2);
+fn answers_fold_per_pod_into_milli_cores_bytes_and_counts() {
+    let pods: Vec<_> = answers().per_pod().collect();
     assert_eq!(pods.len(), 3);
-    let ((namespace, name), cpu, memory) = &pods[0];
-    assert_eq!((*namespace, *name), ("shop", "web-a"));
+    let web_a = pods.iter().find(|p| p.0 == pod_key("shop", "web-a")).unwrap();
     // 1 core = 1000 m; 30 samples each.
-    assert_eq!(*cpu, Some(Series { usage: 1000.0, samples: 30 }));
-    assert_eq!(*memory, Some(Series { usage: 1.5e8, samples: 30 }));
-    // A usage without its count is a series without samples (no evidence).
-    let only_usage = Answers { cpu: vec![series("shop", "web-a", 0.2)], ..Answers::default() };
-    assert_eq!(per_pod(&only_usage).0[0].1, Some(Series { usage: 200.0, samples: 0 }));
+    assert_eq!(web_a.1, Some(Series { usage: 1000.0, samples: 30 }));
+    assert_eq!(web_a.2, Some(Series { usage: 1.5e8, samples: 30 }));
+    // A series without its pod label or with a NaN is unusable; a usage without its count
+    // is a series without samples (no evidence); an empty answer names its query.
+    let mut odd = body(&[("shop", "web-a", 0.2), ("shop", "web-b", f64::NAN)]);
+    let text = String::from_utf8(odd.clone()).unwrap().replace(r#""pod":"web-b""#, r#""x":"y""#);
+    odd = text.into_bytes();
+    let only_cpu = read([odd, body(&[]), body(&[]), body(&[])]);
+    assert_eq!(only_cpu.unusable(), 1);
+    assert_eq!(only_cpu.empty(), ["memory", "cpuSamples", "memorySamples"]);
+    assert!(!only_cpu.active(), "cpu without its counts learns nothing");
+    let pods: Vec<_> = only_cpu.per_pod().collect();
+    assert_eq!((pods[0].1, pods[0].2), (Some(Series { usage: 200.0, samples: 0 }), None));
 }
 
 #[test]
@@ -106,7 +119,8 @@ fn a_failed_query_keeps_the_table_and_no_series_empties_it() {
     assert_eq!((metrics.active.get(), metrics.workloads.get()), (0, 0));
     assert_eq!(learner.empty, ["cpu", "memory", "cpuSamples", "memorySamples"]);
     // Only cpu answers: cpu is learned, memory is not, and learning is active.
-    let cpu_only = Answers { memory: vec![], memory_samples: vec![], ..answers() };
+    let each = |value: f64| body(&["web-a", "web-b", "web-c"].map(|p| ("shop", p, value)));
+    let cpu_only = read([each(1.0), body(&[]), each(30.0), body(&[])]);
     learner.refresh(&policy(), Ok(cpu_only), &pods, &state, &metrics);
     let table = state.learned();
     let usage = table.get(&web()).unwrap();

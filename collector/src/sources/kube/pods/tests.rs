@@ -428,12 +428,13 @@ mod index {
         let running_pods = RunningPods::default();
         let mut index = PodIndex::new(state, PolicyHandle::new(Policy::default()))
             .with_running(Some(running_pods.clone()));
-        let series = |name| [(("shop", name), None, None)];
+        let series = |name| [(crate::running_pods::pod_key("shop", name), None, None)];
+        let observe = |name| running_pods.observe(series(name), |o| o.collect::<Vec<_>>()).0;
         index.init();
         index.init_apply(kube_pod(running("500m", "1Gi")));
         assert_eq!(running_pods.counts().0, 0, "the list is not done");
         index.init_done();
-        let (observed, _) = running_pods.observe(series("web-0"));
+        let observed = observe("web-0");
         // The StatefulSet's pod with its requests.
         assert_eq!(observed[0].workload.to_string(), "shop/StatefulSet/web");
         assert_eq!(
