@@ -37,7 +37,102 @@ pub struct ExplainReport {
     pub scorer_snapshot_age_seconds: Option<f64>,
     pub feasible: usize,
     pub rejected: usize,
+    /// The pod's estimate, as the scorer priced it (absent when no node was scored).
+    pub estimate: Option<Estimate>,
     pub nodes: Vec<Verdict>,
+}
+
+/// What the pod is estimated to use and the rule that priced each resource
+/// (docs/design.md#pod-estimate).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Estimate {
+    pub cpu_millis: i64,
+    pub memory_bytes: i64,
+    pub cpu: Source,
+    pub memory: Source,
+    /// `namespace/Kind/name` of the workload whose learned usage priced a resource.
+    pub workload: Option<String>,
+}
+
+/// How one resource was priced.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Source {
+    /// `factor`, `override` or `learned`.
+    pub kind: &'static str,
+    /// factor and override: the factor.
+    pub factor: Option<f64>,
+    /// learned: the ratio to the request, absent when priced at the workload's usage.
+    pub ratio: Option<f64>,
+    /// learned: the evidence.
+    pub pods: Option<u32>,
+    pub samples: Option<u64>,
+}
+
+impl From<&pb::EstimateSource> for Source {
+    fn from(source: &pb::EstimateSource) -> Self {
+        use pb::EstimateSourceKind as Kind;
+        let learned = source.kind() == Kind::Learned;
+        Source {
+            kind: match source.kind() {
+                Kind::Factor => "factor",
+                Kind::Override => "override",
+                Kind::Learned => "learned",
+                Kind::Unspecified => "unspecified",
+            },
+            factor: (!learned).then_some(source.factor),
+            ratio: source.ratio.filter(|_| learned),
+            pods: learned.then_some(source.pods),
+            samples: learned.then_some(source.samples),
+        }
+    }
+}
+
+impl From<&pb::PodEstimate> for Estimate {
+    fn from(estimate: &pb::PodEstimate) -> Self {
+        let source = |s: Option<&pb::EstimateSource>| Source::from(&s.cloned().unwrap_or_default());
+        Estimate {
+            cpu_millis: estimate.cpu_millis,
+            memory_bytes: estimate.memory_bytes,
+            cpu: source(estimate.cpu.as_ref()),
+            memory: source(estimate.memory.as_ref()),
+            workload: (!estimate.workload.is_empty()).then(|| estimate.workload.clone()),
+        }
+    }
+}
+
+/// `estimate: cpu 2 learned from shop/Deployment/web (ratio 2.00, 3 pods, 360 samples);
+/// memory 700Mi by the policy's factor 0.70`.
+pub fn estimate_line(estimate: &Estimate) -> String {
+    let part = |resource: &str, amount: String, source: &Source| {
+        let how = match source.kind {
+            "learned" => {
+                let by = match source.ratio {
+                    Some(ratio) => format!("ratio {ratio:.2}"),
+                    None => "its usage".to_owned(),
+                };
+                format!(
+                    "learned from {} ({by}, {} pods, {} samples)",
+                    estimate.workload.as_deref().unwrap_or("its workload"),
+                    source.pods.unwrap_or_default(),
+                    source.samples.unwrap_or_default()
+                )
+            }
+            "override" => format!(
+                "by the pod's waterline.io/estimate-factor (factor {:.2})",
+                source.factor.unwrap_or_default()
+            ),
+            "factor" => {
+                format!("by the policy's factor {:.2}", source.factor.unwrap_or_default())
+            }
+            other => format!("by an unknown rule ({other})"),
+        };
+        format!("{resource} {amount} {how}")
+    };
+    format!(
+        "estimate: {}; {}",
+        part("cpu", crate::format::cpu(estimate.cpu_millis), &estimate.cpu),
+        part("memory", crate::format::bytes(estimate.memory_bytes), &estimate.memory)
+    )
 }
 
 /// Feasible nodes best first (by rank, then name), then rejected ones by score.
@@ -162,7 +257,56 @@ mod tests {
             rejected: [("hot".to_string(), "cpu_usage_avg_5m 90.0% > 65%".to_string())].into(),
             scores: vec![score("hot", 95), score("warm", 50), score("cool", 70)],
             snapshot_age_seconds: None,
+            estimate: None,
         }
+    }
+
+    #[test]
+    fn the_estimate_line_names_the_rule_of_each_resource() {
+        use pb::EstimateSourceKind as Kind;
+        let wire = pb::PodEstimate {
+            cpu_millis: 2000,
+            memory_bytes: 700 << 20,
+            cpu: Some(pb::EstimateSource {
+                kind: Kind::Learned as i32,
+                ratio: Some(2.0),
+                pods: 3,
+                samples: 360,
+                ..Default::default()
+            }),
+            memory: Some(pb::EstimateSource {
+                kind: Kind::Factor as i32,
+                factor: 0.7,
+                ..Default::default()
+            }),
+            workload: "shop/Deployment/web".into(),
+        };
+        let estimate = Estimate::from(&wire);
+        assert_eq!(
+            estimate_line(&estimate),
+            "estimate: cpu 2 learned from shop/Deployment/web (ratio 2.00, 3 pods, 360 samples); \
+             memory 700Mi by the policy's factor 0.70"
+        );
+        assert_eq!(estimate.memory.ratio, None);
+        assert_eq!((estimate.cpu.factor, estimate.cpu.pods), (None, Some(3)));
+        // An override, and a learned workload whose pods request no memory.
+        let mut wire = wire;
+        wire.cpu = Some(pb::EstimateSource {
+            kind: Kind::Override as i32,
+            factor: 1.7,
+            ..Default::default()
+        });
+        wire.memory = Some(pb::EstimateSource {
+            kind: Kind::Learned as i32,
+            pods: 2,
+            samples: 100,
+            ..Default::default()
+        });
+        assert_eq!(
+            estimate_line(&Estimate::from(&wire)),
+            "estimate: cpu 2 by the pod's waterline.io/estimate-factor (factor 1.70); \
+             memory 700Mi learned from shop/Deployment/web (its usage, 2 pods, 100 samples)"
+        );
     }
 
     #[test]

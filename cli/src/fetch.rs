@@ -21,6 +21,8 @@ pub struct ScorerView {
     /// Score with explain, for `nodes` and any `extra` names.
     pub scores: Vec<pb::NodeScore>,
     pub snapshot_age_seconds: Option<f64>,
+    /// The pod's estimate and how each resource was priced (Score with explain).
+    pub estimate: Option<pb::PodEstimate>,
 }
 
 /// The scorer refuses a Score naming more nodes than its --max-nodes (10,000 by default).
@@ -49,6 +51,7 @@ pub async fn scorer_view(
     names.extend(extra.iter().filter(|n| nodes.binary_search(n).is_err()).cloned());
     let mut scores = Vec::with_capacity(names.len());
     let mut snapshot_age = evaluated.snapshot_age;
+    let mut estimate = None;
     for batch in names.chunks(SCORE_BATCH) {
         let request = pb::ScoreRequest {
             pod: Some(pod.clone()),
@@ -65,12 +68,14 @@ pub async fn scorer_view(
             .into_inner();
         scores.extend(answer.scores);
         snapshot_age = answer.snapshot_age.or(snapshot_age);
+        estimate = estimate.or(answer.estimate);
     }
     Ok(ScorerView {
         nodes,
         rejected: evaluated.rejected,
         scores,
         snapshot_age_seconds: snapshot_age.as_ref().map(format::proto_duration_secs),
+        estimate,
     })
 }
 

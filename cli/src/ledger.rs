@@ -201,6 +201,7 @@ mod tests {
                 entry("new", "n1", 995, pb::LedgerSource::Provisional),
             ],
             metrics: vec![],
+            learned: vec![],
         }
     }
 

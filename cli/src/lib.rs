@@ -8,6 +8,7 @@ pub mod connect;
 pub mod explain;
 pub mod fetch;
 pub mod format;
+pub mod learned;
 pub mod ledger;
 pub mod pod;
 pub mod table;
@@ -59,6 +60,7 @@ pub enum Command {
     Top(TopArgs),
     Explain(ExplainArgs),
     Ledger(LedgerArgs),
+    Learned(LearnedArgs),
 }
 
 /// Every node's observed, ledger and predicted cpu and memory, staleness and rank.
@@ -136,6 +138,23 @@ pub struct LedgerArgs {
     pub node: String,
 }
 
+/// What each workload's running pods use, as the collector learned it from Prometheus
+/// (estimator.learn), and so how its next pods are priced.
+///
+/// From the collector's ListNodes: one line per workload (namespace/Kind/name, a Deployment
+/// rather than its ReplicaSets), per resource the RATIO of usage to request its new pods
+/// are priced by (the policy's quantile across its pods; `-` when they request none: they
+/// are priced at USAGE), USAGE the same quantile of their absolute usage, SPREAD highest
+/// minus lowest pod, and the evidence, PODS and SAMPLES. A workload not listed, or a
+/// resource shown as `-`, is priced by the policy's factors.
+#[derive(clap::Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct LearnedArgs {
+    /// Only this namespace.
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+}
+
 /// Where output goes and how it is drawn.
 #[derive(Clone, Copy, Debug)]
 struct Out {
@@ -196,6 +215,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Top(args) => run_top(&clients, &args, out).await,
         Command::Explain(args) => print(&explain_text(&clients, &args, out).await?),
         Command::Ledger(args) => print(&ledger_text(&clients, &args, out).await?),
+        Command::Learned(args) => print(&learned_text(&clients, &args, out).await?),
     }
 }
 
@@ -289,6 +309,7 @@ async fn explain_text(clients: &Clients, args: &ExplainArgs, out: Out) -> Result
     let pod = pod::pod_info(args.manifest.as_deref(), &args.pod, "waterline-cli-explain")?;
     let view = fetch::scorer_view(clients, &pod, &args.nodes).await?;
     let mut verdicts = explain::verdicts(&view);
+    let estimate = view.estimate.as_ref().map(explain::Estimate::from);
     // Of the scorer's own nodes: a --node it does not know is neither.
     let feasible = verdicts.iter().filter(|v| v.feasible && v.known_to_scorer).count();
     let rejected = verdicts.iter().filter(|v| !v.feasible).count();
@@ -305,15 +326,18 @@ async fn explain_text(clients: &Clients, args: &ExplainArgs, out: Out) -> Result
             scorer_snapshot_age_seconds: view.snapshot_age_seconds,
             feasible,
             rejected,
+            estimate,
             nodes: verdicts,
         };
         return json(&report, false);
     }
+    let estimate = estimate.map(|e| format!("{}\n", explain::estimate_line(&e)));
     Ok(format!(
-        "pod {}\nscorer {}: {feasible} feasible, {rejected} rejected, snapshot {} old\n\n{}",
+        "pod {}\nscorer {}: {feasible} feasible, {rejected} rejected, snapshot {} old\n{}\n{}",
         pod::describe(&pod),
         clients.scorer_url,
         view.snapshot_age_seconds.map_or("-".into(), format::secs),
+        estimate.unwrap_or_default(),
         explain::table(&verdicts).render(out.render)
     ))
 }
@@ -340,6 +364,30 @@ async fn ledger_text(clients: &Clients, args: &LedgerArgs, out: Out) -> Result<S
     }
     text.push_str(&format!(", {} recent placements\n\n", report.placements.len()));
     text.push_str(&ledger::table(&report).render(out.render));
+    Ok(text)
+}
+
+async fn learned_text(clients: &Clients, args: &LearnedArgs, out: Out) -> Result<String> {
+    // Only the table is wanted: ask for a node no cluster has, so no node comes back.
+    let listing = fetch::list_nodes(clients, vec![String::new()]).await?;
+    let report = learned::report(&clients.collector_url, &listing, args.namespace.as_deref());
+    if out.json {
+        return json(&report, false);
+    }
+    let mut text = format!(
+        "collector {}: {} workloads learned\n",
+        clients.collector_url,
+        report.workloads.len()
+    );
+    if report.workloads.is_empty() {
+        text.push_str(
+            "every pod is priced by the policy's factors (no workload has enough evidence, \
+             or estimator.learn is off or its series are absent)\n",
+        );
+        return Ok(text);
+    }
+    text.push('\n');
+    text.push_str(&learned::table(&report).render(out.render));
     Ok(text)
 }
 

@@ -34,6 +34,11 @@ pub struct PodFlags {
     /// Kind of the controlling owner (DaemonSet pods bypass the load filters).
     #[arg(long)]
     pub owner_kind: Option<String>,
+    /// Name of the controlling owner (a ReplicaSet's name for a Deployment's pod, with its
+    /// pod-template-hash label): with the kind and namespace, the workload whose learned
+    /// usage prices the pod.
+    #[arg(long)]
+    pub owner_name: Option<String>,
 }
 
 fn cpu_millis(text: &str) -> Result<i64, String> {
@@ -100,6 +105,7 @@ fn apply(pod: &mut pb::PodInfo, flags: &PodFlags) {
         (&mut pod.namespace, &flags.namespace),
         (&mut pod.name, &flags.name),
         (&mut pod.owner_kind, &flags.owner_kind),
+        (&mut pod.owner_name, &flags.owner_name),
     ] {
         if let Some(v) = value {
             target.clone_from(v);

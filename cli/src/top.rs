@@ -325,6 +325,7 @@ mod tests {
                 node_score("d", 80, 20.0, 20.0),
             ],
             snapshot_age_seconds: Some(0.5),
+            estimate: None,
         };
         let listing = pb::ListNodesResponse {
             nodes: vec![
@@ -348,6 +349,7 @@ mod tests {
                 },
             ],
             metrics: vec![],
+            learned: vec![],
         };
         let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000);
         rows(&view, &listing, &headline(), now)

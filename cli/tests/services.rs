@@ -255,6 +255,10 @@ spec:
         }
     }
     assert_eq!(report["rejected"].as_u64(), Some(evaluated.rejected.len() as u64));
+    // The estimate as the scorer priced it: 2000 m × 0.85, by the factor.
+    assert_eq!(report["estimate"]["cpu_millis"].as_i64(), Some(1700));
+    assert_eq!(report["estimate"]["cpu"]["kind"].as_str(), Some("factor"));
+    assert_eq!(report["estimate"]["workload"], Value::Null);
 
     // 500 cores fit nowhere: every node rejected with Filter's own wording.
     let huge = cluster.json(&["explain", "--cpu", "500"])?;
@@ -271,6 +275,12 @@ spec:
     let text = cluster.ok(&["explain", "--cpu", "2", "--memory", "4Gi", "--node", node])?;
     assert!(
         text.starts_with("pod default/waterline-cli-explain: requests cpu 2 memory 4Gi"),
+        "{text}"
+    );
+    // 2000 m × 0.85 and 4 GiB × 0.70 = 2.8 GiB: nothing learned in a synthetic cluster.
+    assert!(
+        text.lines().any(|l| l
+            == "estimate: cpu 1700m by the policy's factor 0.85; memory 2.8Gi by the policy's factor 0.70"),
         "{text}"
     );
     let table: Vec<&str> = text.lines().skip_while(|l| !l.contains("RANK")).collect();
@@ -309,6 +319,18 @@ spec:
         stderr.contains("spec.containers[0].resources.requests.cpu") && stderr.contains("line 4"),
         "{stderr}"
     );
+    Ok(())
+}
+
+/// A collector without Prometheus learns nothing: the table is empty, and says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn learned_lists_the_collectors_table() -> Result<()> {
+    let cluster = cluster().await?;
+    let text = cluster.ok(&["learned"])?;
+    assert!(text.contains(": 0 workloads learned\n"), "{text}");
+    assert!(text.contains("priced by the policy's factors"), "{text}");
+    let report = cluster.json(&["learned"])?;
+    assert_eq!(report["workloads"].as_array().map(Vec::len), Some(0), "{report}");
     Ok(())
 }
 

@@ -20,9 +20,11 @@ use waterline_runtime::{grpc, https, logging, shutdown_signal};
 
 use crate::args::Args;
 use crate::args::KubeMode;
+use crate::learn::{self, LearnMetrics};
 use crate::node_directory::NodeDirectory;
 use crate::predicted_load;
 use crate::published::Deltas;
+use crate::running_pods::RunningPods;
 use crate::service::Collector;
 use crate::shadow::{self, SchedulerFilter, ShadowMetrics};
 use crate::sources::kube::{self as kube_source, NodeAddresses};
@@ -107,6 +109,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let shadow_metrics = args.shadow.shadow.then(|| ShadowMetrics::register(&mut registry));
     let load_metrics = (!args.predicted_load_interval.is_zero())
         .then(|| predicted_load::LoadMetrics::register(&mut registry));
+    // The learner joins Prometheus' per-pod series with the pod watch's pods: it needs both.
+    let learning = args.prometheus.prometheus_url.is_some() && args.kube_mode() != KubeMode::Off;
+    let learn_metrics = learning.then(|| LearnMetrics::register(&mut registry));
+    let running = learning.then(RunningPods::default);
     let limits = Limits::register(&mut registry, &args.limits, &[WATCH_NODES_PATH]);
     let tls = https::listener_config(&args.common, &TlsMetrics::register(&mut registry))?;
     let admin = Admin::new(registry).with_tls(https::admin_config(&args.common, &tls));
@@ -167,7 +173,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (decisions, filter) = shadow.unzip();
     // Before Prometheus, so the node watch's addresses are there as early as possible.
     let (pods_synced, kube_client) =
-        match start_kube(&args, &state, &policy, &directory, filter).await? {
+        match start_kube(&args, &state, &policy, &directory, filter, running.clone()).await? {
             Some((synced, client)) => (Some(synced), Some(client)),
             None => (None, None),
         };
@@ -177,7 +183,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let prometheus_metrics_for_metrics_server = prometheus_metrics.clone();
     if let Some(config) = args.prometheus.config(kube_capacity) {
         // Returns once every first query was attempted (bounded by the query timeout).
-        prometheus::start(
+        let client = prometheus::start(
             config,
             state.clone(),
             policy.clone(),
@@ -186,6 +192,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         )
         .await
         .map_err(|e| anyhow::anyhow!("Prometheus source: {e}"))?;
+        // Without the pod watch (Kubernetes turned out unavailable) no pod is known.
+        if let (Some(metrics), Some(running), Some(synced)) =
+            (learn_metrics, running, pods_synced.clone())
+        {
+            let span = tracing::info_span!("learn");
+            let learner =
+                learn::run(client, state.clone(), policy.clone(), running, metrics, Some(synced));
+            tokio::spawn(learner.instrument(span));
+            tracing::info!("learning each workload's usage from Prometheus (estimator.learn)");
+        }
     }
     // metrics-server is read through the API server, so only with a Kubernetes client
     // (`--metrics-server` turns Kubernetes on; `Auto` needs a configuration to be found).
@@ -271,6 +287,7 @@ async fn start_kube(
     policy: &PolicyHandle,
     directory: &NodeDirectory,
     shadow: Option<std::sync::Arc<SchedulerFilter>>,
+    running: Option<RunningPods>,
 ) -> anyhow::Result<Option<(tokio::sync::watch::Receiver<bool>, ::kube::Client)>> {
     let client = match args.kube_mode() {
         KubeMode::Off => return Ok(None),
@@ -293,6 +310,7 @@ async fn start_kube(
         policy.clone(),
         args.kube_watch_timeout,
         shadow,
+        running,
     );
     if args.owns_nodes() {
         tracing::info!("watching Kubernetes pods (the static or synthetic source owns nodes)");

@@ -5,10 +5,12 @@
 
 mod app;
 mod args;
+pub mod learn;
 pub mod node_directory;
 pub mod policy_check;
 pub mod predicted_load;
 pub mod published;
+pub mod running_pods;
 pub mod service;
 pub mod shadow;
 pub mod sources;

@@ -134,13 +134,27 @@ pub async fn check(args: &CheckArgs) -> (String, bool) {
         args.file.display(),
         policy.metrics.len()
     ));
-    for metric in &policy.metrics {
-        let names = selected_names(&metric.query).unwrap_or_default();
+    // Every query's series, the learned estimate's too (docs/design.md#learned-estimate):
+    // with estimator.learn on, its per-pod series must be recorded as well.
+    let learn = &policy.estimator.learn;
+    let learn_queries = [
+        ("estimator.learn.queries.cpu", &learn.queries.cpu),
+        ("estimator.learn.queries.memory", &learn.queries.memory),
+        ("estimator.learn.queries.cpuSamples", &learn.queries.cpu_samples),
+        ("estimator.learn.queries.memorySamples", &learn.queries.memory_samples),
+    ];
+    let queries = policy
+        .metrics
+        .iter()
+        .map(|m| (m.name.as_str(), &m.query))
+        .chain(learn_queries.into_iter().filter(|_| learn.enabled));
+    for (name, query) in queries {
+        let names = selected_names(query).unwrap_or_default();
         let rules: Vec<&String> = names.iter().filter(|n| n.contains(':')).collect();
         let missing: Vec<&&String> =
             rules.iter().filter(|n| !recorded.iter().any(|r| r == **n)).collect();
         let reads = if names.is_empty() { "no series".to_string() } else { names.join(", ") };
-        out.push_str(&format!("  {}: reads {reads}", metric.name));
+        out.push_str(&format!("  {name}: reads {reads}"));
         if !args.rules.is_empty() && !missing.is_empty() {
             failed = true;
             let missing: Vec<&str> = missing.iter().map(|n| n.as_str()).collect();

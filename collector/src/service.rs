@@ -180,6 +180,7 @@ impl CollectorService for Collector {
                     nodes_covered: h.nodes_covered,
                 })
                 .collect(),
+            learned: listing.learned.to_proto(),
         });
         timer.finish_grpc(&result);
         result.map(Response::new)
@@ -200,7 +201,8 @@ impl CollectorService for Collector {
                     Some(ttl) => LedgerSource::Provisional { expires_at: placed_at.plus(ttl) },
                     None => LedgerSource::Reserve,
                 };
-                Ok(placement(&self.policy.get(), &self.state.learned(), pod, &request.node_name, placed_at, source)?)
+                let (policy, learned) = (self.policy.get(), self.state.learned());
+                Ok(placement(&policy, &learned, pod, &request.node_name, placed_at, source)?)
             })
             .map(|entry| {
                 tracing::debug!(pod = %entry.uid, node = %entry.node, source = ?entry.source, "reserve");

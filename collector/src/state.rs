@@ -41,6 +41,8 @@ pub struct Listing {
     /// Each entry with how long it still counts toward each metric.
     pub ledger: Vec<(LedgerEntry, Vec<(String, Millis)>)>,
     pub metrics: BTreeMap<String, MetricHealth>,
+    /// The learned usage per workload.
+    pub learned: Arc<LearnedUsage>,
 }
 
 #[derive(Default)]
@@ -195,6 +197,19 @@ impl ClusterState {
     /// The learned usage that prices a placement recorded now.
     pub fn learned(&self) -> Arc<LearnedUsage> {
         Arc::clone(&self.lock().learned)
+    }
+
+    /// Replaces the learned table (the learner's refresh) and publishes it whole, so every
+    /// scorer prices by the same table; `false` (nothing sent) when it did not change.
+    pub fn set_learned(&self, learned: LearnedUsage) -> bool {
+        let mut inner = self.lock();
+        if *inner.learned == learned {
+            return false;
+        }
+        let learned = Arc::new(learned);
+        inner.learned = Arc::clone(&learned);
+        self.publish(&mut inner, Delta { learned: Some(learned), ..Delta::default() });
+        true
     }
 
     /// Records a placement; broadcasts it when anything changed.
@@ -392,6 +407,7 @@ impl ClusterState {
                 })
                 .collect(),
             metrics: inner.metrics.clone(),
+            learned: Arc::clone(&inner.learned),
         }
     }
 
@@ -430,6 +446,7 @@ fn full_snapshot(inner: &Inner) -> Delta {
         removed_nodes: Vec::new(),
         placed: inner.ledger.iter().cloned().collect(),
         released: Vec::new(),
+        learned: Some(Arc::clone(&inner.learned)),
         sent_at: UnixMillis::now(),
     }
 }
@@ -565,6 +582,30 @@ mod tests {
             state.place(entry(&format!("p{i}")));
         }
         assert!(matches!(slow.try_recv(), Err(broadcast::error::TryRecvError::Lagged(_))));
+    }
+
+    #[test]
+    fn a_changed_learned_table_is_published_whole_and_in_every_full_snapshot() {
+        use waterline_core::learn::{Learned, WorkloadUsage};
+        use waterline_core::workload::WorkloadKey;
+        let table = |ratio| -> LearnedUsage {
+            let cpu = Learned { ratio: Some(ratio), usage: 0.0, spread: 0.0, pods: 2, samples: 9 };
+            let key = WorkloadKey::new("shop", "Deployment", "web");
+            [(key, WorkloadUsage { cpu: Some(cpu), memory: None })].into_iter().collect()
+        };
+        let (state, deltas) = watched::<()>();
+        let (full, mut rx) = state.subscribe(&deltas);
+        assert_eq!(full.learned, Some(Arc::default()), "a full snapshot always carries it");
+        assert!(state.set_learned(table(2.0)));
+        assert!(!state.set_learned(table(2.0)), "the same table again: nothing to send");
+        assert!(state.set_learned(table(2.5)));
+        let first = rx.try_recv().unwrap();
+        assert_eq!(first.delta.learned.as_deref(), Some(&table(2.0)));
+        assert_eq!(rx.try_recv().unwrap().delta.learned.as_deref(), Some(&table(2.5)));
+        assert!(rx.try_recv().is_err());
+        assert_eq!(*state.learned(), table(2.5));
+        assert_eq!(state.full_delta().learned.as_deref(), Some(&table(2.5)));
+        assert_eq!(*state.list(&[], UnixMillis(0), &[]).learned, table(2.5));
     }
 
     #[test]

@@ -49,7 +49,8 @@ impl ToProto for ScoreTerm {
 
 /// The Score answer for `names`, the candidates `evaluation` scored (`Ask::Score`), in the
 /// same order: bare scores in request order when `scores_only`, else named scores whose
-/// names move in from the request, with the terms when they were explained.
+/// names move in from the request, with the terms and the pod's estimate when they were
+/// explained.
 pub fn score_response(
     names: Vec<String>,
     evaluation: Evaluation,
@@ -66,9 +67,12 @@ pub fn score_response(
                 .iter()
                 .map(|s| wire_score(s.unwrap_or_default()))
                 .collect(),
+            estimate: None,
         };
     }
+    let estimate = evaluation.estimate.as_ref().map(ToProto::to_proto);
     pb::ScoreResponse {
+        estimate,
         scores: names
             .into_iter()
             .zip(evaluation.scores)

@@ -11,6 +11,7 @@
 
 mod answer;
 mod delta;
+mod learned;
 mod ledger;
 mod node;
 mod pod;
@@ -19,6 +20,7 @@ mod time;
 
 pub use answer::{filter_response, score_response, wire_score};
 pub use delta::{Dropped, delta_from_proto};
+pub use learned::workload_from_proto;
 pub use ledger::{listed_entry, provisional_ttl};
 pub use pod::{check_node_names, required_pod};
 pub use time::{duration, timestamp, unix_millis};
@@ -50,6 +52,11 @@ pub enum ConvertError {
     BlankNodeName(usize),
     #[error("ledger entry without pod_uid or node_name")]
     IncompleteEntry,
+    #[error("{0} is required")]
+    MissingField(String),
+    /// A learned usage number (`learned[i].cpu.ratio`, …) that is NaN, infinite or negative.
+    #[error("{field} of {workload} must be a finite number, not negative (got {value})")]
+    BadLearned { field: String, workload: String, value: String },
     #[error(transparent)]
     Override(#[from] waterline_core::pod::OverrideError),
     #[error(transparent)]

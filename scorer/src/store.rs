@@ -392,6 +392,39 @@ pub(crate) mod tests {
         assert_eq!(store.age(UnixMillis(25_000)), Millis(4000));
     }
 
+    /// The learned table the collector streams (docs/design.md#learned-estimate) is the
+    /// one every generation prices by: kept across later deltas (which carry none) and the
+    /// generation copies they make, replaced by the next table, emptied by a reset without.
+    #[test]
+    fn the_streamed_learned_table_stays_until_replaced() {
+        use waterline_core::learn::{Learned, LearnedUsage, WorkloadUsage};
+        use waterline_core::workload::WorkloadKey;
+        let table = |ratio| -> Arc<LearnedUsage> {
+            let cpu = Learned { ratio: Some(ratio), usage: 0.0, spread: 0.0, pods: 2, samples: 9 };
+            let key = WorkloadKey::new("shop", "Deployment", "web");
+            Arc::new([(key, WorkloadUsage { cpu: Some(cpu), memory: None })].into_iter().collect())
+        };
+        let ratio = |store: &Store| {
+            let key = WorkloadKey::new("shop", "Deployment", "web");
+            store.read().learned().get(&key).and_then(|u| u.cpu).and_then(|c| c.ratio)
+        };
+        let store = Store::default();
+        let reset = Delta { reset: true, learned: Some(table(2.0)), ..Default::default() };
+        store.apply(&reset, UnixMillis(1));
+        // Readers holding a generation make the writer copy it: hold one across the writes.
+        let held = store.read();
+        for uid in ["a", "b", "c"] {
+            store.apply(&Delta { placed: vec![entry(uid)], ..Default::default() }, UnixMillis(2));
+        }
+        store.apply_local(PendingOp::Reserve(entry("d")));
+        assert_eq!(ratio(&store), Some(2.0));
+        drop(held);
+        store.apply(&Delta { learned: Some(table(3.0)), ..Default::default() }, UnixMillis(3));
+        assert_eq!(ratio(&store), Some(3.0));
+        store.apply(&Delta { reset: true, ..Default::default() }, UnixMillis(4));
+        assert_eq!(ratio(&store), None);
+    }
+
     /// docs/design.md#departures on the scorer: a departure streamed by the collector
     /// replaces the pod's arrival in the scorer's ledger copy and lowers the prediction at
     /// once (100 m of an 8-CPU node: 1.25 pp); a resync keeps it; a Reserve of the pod still

@@ -33,6 +33,8 @@ pub struct SyncMetrics {
     pub dropped_entries: Counter,
     /// Streams given up because they went silent past `--collector-silence`.
     pub silent: Counter,
+    /// Learned workloads of the stream with a bad number (their pods priced by the factors).
+    pub dropped_workloads: Counter,
 }
 
 impl SyncMetrics {
@@ -62,6 +64,11 @@ impl SyncMetrics {
             "waterline_collector_silent_streams",
             "Collector streams given up after --collector-silence without a message",
             s.silent.clone(),
+        );
+        registry.register(
+            "waterline_collector_dropped_learned_workloads",
+            "Streamed learned workloads skipped because a number was NaN, infinite or negative",
+            s.dropped_workloads.clone(),
         );
         s
     }
@@ -154,6 +161,14 @@ async fn stream_from(
                     tracing::warn!(
                         entries = dropped.entries,
                         "collector sent ledger entries without pod_uid or node_name; skipped"
+                    );
+                }
+                if let Some(error) = &dropped.workload_error {
+                    metrics.dropped_workloads.inc_by(dropped.workloads as u64);
+                    tracing::warn!(
+                        workloads = dropped.workloads,
+                        %error,
+                        "collector sent learned workloads the scorer cannot use; skipped"
                     );
                 }
                 // A heartbeat changes nothing: only the contact is fresh.

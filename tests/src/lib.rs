@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod bad_http;
+pub mod cadvisor;
 pub mod exporter;
 pub mod fake_kube;
 pub mod procs;

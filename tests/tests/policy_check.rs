@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use waterline_tests::exporter::FakeNode;
 use waterline_tests::procs::{bin, write_file};
 use waterline_tests::prometheus::{exporter_with_shipped_rules, repo_path, wait_until};
@@ -92,6 +92,36 @@ fn a_promql_typo_fails_naming_the_metric_and_line() -> Result<()> {
         text.contains("gpu: reads waterline:node_gpu_usage:avg5m — not recorded by the rule files"),
         "{text}"
     );
+    Ok(())
+}
+
+/// The learned estimate's queries read the per-pod series: a rule file without them fails
+/// the check (on by default), and a policy with learning off does not read them.
+#[test]
+fn the_learned_estimates_series_must_be_recorded_while_learning_is_on() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    // rules.yml without its last group (the per-pod usage).
+    let shipped = std::fs::read_to_string(repo_path("deploy/prometheus/rules.yml"))?;
+    let cut = shipped.find("  - name: waterline-pod-usage").context("no pod group")?;
+    let node_rules = write_file(dir.path(), "node-rules.yml", &shipped[..cut]);
+    let run = |policy: &str| -> Result<(bool, String)> {
+        let policy = write_file(dir.path(), "policy.yaml", policy);
+        let out = Command::new(bin("waterline-collector"))
+            .args(["policy", "check", &policy, "--rules", &node_rules])
+            .env_remove("WATERLINE_PROMETHEUS_URL")
+            .output()?;
+        Ok((out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned()))
+    };
+    let (ok, text) = run("{}\n")?;
+    ensure!(!ok, "{text}");
+    ensure!(
+        text.contains(
+            "estimator.learn.queries.cpu: reads waterline:pod_cpu_usage:rate5m — not recorded by the rule files"
+        ),
+        "{text}"
+    );
+    let (ok, text) = run("estimator: {learn: {enabled: false}}\n")?;
+    ensure!(ok && !text.contains("estimator.learn"), "{text}");
     Ok(())
 }
 

@@ -212,8 +212,9 @@ fn rule_files_are_valid_and_the_same() -> Result<()> {
     let rules = std::fs::read_to_string(rules_yml())?;
     let object = std::fs::read_to_string(repo_path("deploy/prometheus/prometheus-rule.yaml"))?;
 
-    // Exactly the six names and the four extra dimensions
-    // (tests/tests/recording_rules_dimensions.rs), each recorded once.
+    // Exactly the six names, the four extra dimensions
+    // (tests/tests/recording_rules_dimensions.rs) and the two per-pod series, each recorded
+    // once.
     let mut records: Vec<&str> =
         rules.lines().filter_map(|l| l.trim().strip_prefix("- record: ")).collect();
     records.sort();
@@ -223,6 +224,9 @@ fn rule_files_are_valid_and_the_same() -> Result<()> {
         "waterline:node_disk_io_busy:avg5m",
         "waterline:node_network_bytes:rate5m",
         "waterline:node_cpu_usage:avg15m",
+        // The per-pod usage the learned estimate reads (tests/tests/learned.rs).
+        waterline_core::policy::POD_CPU_SERIES,
+        waterline_core::policy::POD_MEMORY_SERIES,
     ]);
     want.sort();
     assert_eq!(records, want);
@@ -250,7 +254,7 @@ fn rule_files_are_valid_and_the_same() -> Result<()> {
             .output()
             .with_context(|| format!("{PROMTOOL_BIN} (run scripts/deps/prometheus.sh)"))?;
         ensure!(
-            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("10 rules found"),
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("12 rules found"),
             "promtool check rules {}: {}{}",
             file.display(),
             String::from_utf8_lossy(&out.stdout),

@@ -55,9 +55,9 @@ fn same_records_groups_and_intervals_as_rules_yml() -> Result<()> {
     // A drop-in replacement: the collector's policy, the alerts and the dashboard name the
     // same records and groups.
     assert_eq!(groups(&variant), groups(&shipped));
-    assert_eq!(groups(&variant).len(), 4);
-    // The 5 m and extra-dimension groups are rules.yml's, character for character.
-    for name in ["waterline-node-usage-5m", "waterline-node-dimensions"] {
+    assert_eq!(groups(&variant).len(), 5);
+    // The 5 m, extra-dimension and per-pod groups are rules.yml's, character for character.
+    for name in ["waterline-node-usage-5m", "waterline-node-dimensions", "waterline-pod-usage"] {
         assert_eq!(
             group_text(&variant, name)?.trim_end(),
             group_text(&shipped, name)?.trim_end(),
@@ -91,7 +91,7 @@ fn same_records_groups_and_intervals_as_rules_yml() -> Result<()> {
         .output()
         .with_context(|| format!("{PROMTOOL_BIN} (run scripts/deps/prometheus.sh)"))?;
     ensure!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("10 rules found"),
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("12 rules found"),
         "promtool check rules: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)

@@ -80,15 +80,17 @@ pub fn watch_config(timeout: Duration) -> watcher::Config {
 }
 
 /// Starts the pod watch; the receiver turns `true` once the first pod list is in the ledger.
-/// `shadow`: shadow mode's scheduler filter, when it is on.
+/// `shadow`: shadow mode's scheduler filter, when it is on; `running`: the learner's running
+/// pods, when it runs.
 pub fn spawn_pod_watch(
     client: Client,
     state: ClusterState,
     policy: PolicyHandle,
     watch_timeout: Duration,
     shadow: Option<std::sync::Arc<crate::shadow::SchedulerFilter>>,
+    running: Option<crate::running_pods::RunningPods>,
 ) -> watch::Receiver<bool> {
-    let index = PodIndex::new(state, policy).with_shadow(shadow);
+    let index = PodIndex::new(state, policy).with_shadow(shadow).with_running(running);
     let synced = index.synced();
     let config = watch_config(watch_timeout).fields(PLACED_PODS);
     tokio::spawn(

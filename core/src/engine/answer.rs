@@ -1,6 +1,7 @@
 //! What an evaluation answers (`evaluate`'s result) and what it ran into.
 
 use super::Rejections;
+use crate::estimate::Estimate;
 
 /// How one metric contributed to a node's score.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,6 +37,9 @@ pub struct Evaluation {
     /// Per candidate, with `Ask::Score { explain: true }`: how each policy metric
     /// contributed (empty otherwise).
     pub terms: Vec<Vec<ScoreTerm>>,
+    /// With `Ask::Score { explain: true }`: the pod's estimate (every term's `incoming`) and
+    /// the rule that priced each resource.
+    pub estimate: Option<Estimate>,
     /// The score of a node the snapshot does not know.
     pub unknown_node_score: i64,
     /// What the request ran into, for the caller's counters.

@@ -12,6 +12,7 @@ use super::plan::{Prediction, Request};
 use super::prepared::Prepared;
 use super::rejections::Rejections;
 use super::rows::{Incoming, Rows};
+use crate::estimate::price;
 use crate::pod::Pod;
 use crate::policy::Policy;
 use crate::snapshot::Snapshot;
@@ -86,6 +87,9 @@ pub fn evaluate(
     let mut out = Evaluation {
         scores: Vec::with_capacity(count),
         terms: Vec::new(),
+        // The same pricing as the request's `incoming` (`estimate` is `price`'s usage).
+        estimate: matches!(ask, Ask::Score { explain: true })
+            .then(|| price(&policy.estimator, snapshot.learned(), pod)),
         rejected: Rejections::default(),
         unknown_node_score: 0,
         stats: Stats::default(),

@@ -182,5 +182,12 @@ pub fn evaluate_reference(
     // engine gives any node it does not know.
     let unknown = score(policy, snapshot, pod, &[String::new()], now, false);
     let unknown_node_score = unknown.scores.first().map_or(0, |s| s.score);
-    Evaluation { scores, rejected, terms: Vec::new(), unknown_node_score, stats: verdicts.stats }
+    Evaluation {
+        scores,
+        rejected,
+        terms: Vec::new(),
+        estimate: None,
+        unknown_node_score,
+        stats: verdicts.stats,
+    }
 }

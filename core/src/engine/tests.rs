@@ -166,6 +166,39 @@ fn explain_shows_observed_ledger_incoming_and_predicted() {
 }
 
 #[test]
+fn explain_prices_the_incoming_pod_by_its_workloads_learned_usage() {
+    use crate::estimate::Source;
+    use crate::learn::{Learned, WorkloadUsage};
+    use crate::workload::WorkloadKey;
+    let policy = single_metric("{kind: waterLevel, target: 40}", None);
+    let mut snap = Snapshot::default();
+    snap.upsert_node("n1", EIGHT_CPU, [("cpu_usage_avg_5m", fresh(10.0))]);
+    let web =
+        Pod { owner_kind: "StatefulSet".into(), owner_name: "web".into(), ..one_cpu_pod("new") };
+    let cpu = Learned { ratio: Some(2.0), usage: 2000.0, spread: 0.1, pods: 3, samples: 360 };
+    let table = [(WorkloadKey::of(&web), WorkloadUsage { cpu: Some(cpu), memory: None })];
+    snap.set_learned(std::sync::Arc::new(table.into_iter().collect()));
+    let ask = Ask::Score { explain: true };
+    let out = evaluate(&policy, &snap, None, &web, ask, Candidates::Names(&names(&["n1"])), NOW);
+    // 1000m × 2.0 learned = 2000m of 8 cores: 25 % incoming, 10 + 25 = 35 % predicted.
+    assert_eq!(out.terms[0][0].incoming, 25.0);
+    assert_eq!(out.terms[0][0].predicted, 35.0);
+    let estimate = out.estimate.unwrap();
+    assert_eq!(estimate.usage.cpu_millis, 2000);
+    assert_eq!(estimate.cpu, Source::Learned { ratio: Some(2.0), pods: 3, samples: 360 });
+    assert_eq!(estimate.workload.unwrap().to_string(), "default/StatefulSet/web");
+    // Another workload's pod is priced by the factor (1000m × 0.85), and without explain
+    // there is no estimate in the answer.
+    let other = one_cpu_pod("other");
+    let out = evaluate(&policy, &snap, None, &other, ask, Candidates::Names(&names(&["n1"])), NOW);
+    assert_eq!(out.estimate.unwrap().cpu, Source::Factor { factor: 0.85 });
+    assert_eq!(out.terms[0][0].incoming, 10.625);
+    let ask = Ask::Score { explain: false };
+    let out = evaluate(&policy, &snap, None, &web, ask, Candidates::Names(&names(&["n1"])), NOW);
+    assert_eq!(out.estimate, None);
+}
+
+#[test]
 fn absorbed_and_disabled_ledger_add_nothing() {
     let mut policy = single_metric("{kind: leastUsed}", None);
     let mut snap = Snapshot::default();

@@ -25,6 +25,7 @@ use waterline_core::{LedgerEntry, LedgerSource, Pod, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 
 use super::Index;
+use crate::running_pods::RunningPods;
 use crate::shadow::SchedulerFilter;
 use crate::state::ClusterState;
 
@@ -208,7 +209,8 @@ fn describe(pod: &KubePod) -> String {
 /// unbound pod never releases a Reserve entry a scheduler made for it.
 ///
 /// With shadow mode on it also hands the state each bound pod's requests, and each new
-/// bind by a judged scheduler to judge (`ClusterState::place_bound`).
+/// bind by a judged scheduler to judge (`ClusterState::place_bound`). With the learner on it
+/// keeps the [`RunningPods`] the learner joins its series with.
 pub struct PodIndex {
     state: ClusterState,
     policy: PolicyHandle,
@@ -218,6 +220,9 @@ pub struct PodIndex {
     relist: Option<Vec<(LedgerEntry, Option<Requests>)>>,
     synced: watch::Sender<bool>,
     shadow: Option<Arc<SchedulerFilter>>,
+    running: Option<RunningPods>,
+    /// The running pods of the re-list under way.
+    running_relist: Option<RunningPods>,
 }
 
 impl PodIndex {
@@ -229,7 +234,30 @@ impl PodIndex {
             relist: None,
             synced: watch::Sender::new(false),
             shadow: None,
+            running: None,
+            running_relist: None,
         }
+    }
+
+    /// The learner's running pods, kept by this watch.
+    pub fn with_running(mut self, running: Option<RunningPods>) -> Self {
+        self.running = running;
+        self
+    }
+
+    /// A placed pod runs (for the learner): its workload and requests are tracked.
+    fn track(&self, pod: &KubePod) {
+        let table = self.running_relist.as_ref().or(self.running.as_ref());
+        if let (Some(table), Ok(domain)) = (table, domain_pod(pod)) {
+            table.upsert(&domain);
+        }
+    }
+
+    /// The pod no longer runs (finished, deleted or terminating).
+    fn untrack(&self, pod: &KubePod) {
+        let (Some(table), meta) = (self.running.as_ref(), &pod.metadata) else { return };
+        let field = |f: &Option<String>| f.clone().unwrap_or_default();
+        table.remove(&field(&meta.namespace), &field(&meta.name), &field(&meta.uid));
     }
 
     /// Shadow mode: requests and binds go to the state's judge; `filter` picks the binds.
@@ -269,9 +297,11 @@ impl Index<KubePod> for PodIndex {
                 // Terminating: its load leaves the prediction now (docs/design.md#departures).
                 let at = leaving_at(&pod, false, UnixMillis::now()).unwrap_or_else(UnixMillis::now);
                 self.placed.remove(&entry.uid);
+                self.untrack(&pod);
                 self.state.depart_bound(entry.departed(at));
             }
             Some(PodView::Placed(entry)) => {
+                self.track(&pod);
                 let previous = self.placed.insert(entry.uid.clone(), entry.node.clone());
                 let (Some(filter), Some(domain)) = (self.shadow.as_ref(), self.requests(&pod))
                 else {
@@ -295,6 +325,7 @@ impl Index<KubePod> for PodIndex {
                 // Unbound and never placed by this watch: a Reserve for it may be a bind
                 // under way, so it stays.
                 let was_placed = self.placed.remove(&uid).is_some();
+                self.untrack(&pod);
                 if was_placed || is_finished(&pod) {
                     // Finished: a watched pod departs now, a reserved one is released.
                     self.state.release_bound(&uid, UnixMillis::now());
@@ -309,6 +340,7 @@ impl Index<KubePod> for PodIndex {
         // departs (even one this watch never saw: it gets the full credit).
         let Some(uid) = pod.metadata.uid.as_deref() else { return };
         self.placed.remove(uid);
+        self.untrack(&pod);
         let now = UnixMillis::now();
         let at = leaving_at(&pod, true, now).unwrap_or(now);
         match self.convert(&pod) {
@@ -319,6 +351,7 @@ impl Index<KubePod> for PodIndex {
 
     fn init(&mut self) {
         self.relist = Some(Vec::new());
+        self.running_relist = self.running.as_ref().map(RunningPods::staging);
     }
 
     fn init_apply(&mut self, pod: KubePod) {
@@ -326,7 +359,10 @@ impl Index<KubePod> for PodIndex {
             // A terminating pod is listed as its departure (the reset keeps it as one).
             let entry = match leaving_at(&pod, false, UnixMillis::now()) {
                 Some(at) => entry.departed(at),
-                None => entry,
+                None => {
+                    self.track(&pod);
+                    entry
+                }
             };
             let requests = self.requests(&pod).map(|p| Requests::of(&p));
             self.relist.get_or_insert_with(Vec::new).push((entry, requests));
@@ -335,6 +371,9 @@ impl Index<KubePod> for PodIndex {
 
     fn init_done(&mut self) {
         let listed = self.relist.take().unwrap_or_default();
+        if let (Some(running), Some(listed)) = (&self.running, self.running_relist.take()) {
+            running.replace_with(listed);
+        }
         self.placed = listed.iter().map(|(e, _)| (e.uid.clone(), e.node.clone())).collect();
         let count = listed.len();
         let bound = listed

@@ -127,6 +127,7 @@ fn start_pods(client: Client) -> (ClusterState, watch::Receiver<bool>) {
         PolicyHandle::new(Policy::default()),
         WATCH_TIMEOUT,
         None,
+        None,
     );
     (state, synced)
 }

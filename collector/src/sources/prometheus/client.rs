@@ -136,13 +136,27 @@ impl PromClient {
 
     /// One instant query at the server's "now".
     pub async fn query(&self, promql: &str) -> Result<Vec<Series>, QueryError> {
-        match tokio::time::timeout(self.timeout, self.query_inner(promql)).await {
+        self.query_with(promql, parse).await
+    }
+
+    /// One instant query, its answer (HTTP status, content type, body) read by `read`
+    /// before the body is let go: for answers too large to parse into [`Series`].
+    pub async fn query_with<T>(
+        &self,
+        promql: &str,
+        read: impl FnOnce(u16, &str, &[u8]) -> Result<T, QueryError>,
+    ) -> Result<T, QueryError> {
+        match tokio::time::timeout(self.timeout, self.query_inner(promql, read)).await {
             Ok(result) => result,
             Err(_) => Err(QueryError::Timeout(self.timeout)),
         }
     }
 
-    async fn query_inner(&self, promql: &str) -> Result<Vec<Series>, QueryError> {
+    async fn query_inner<T>(
+        &self,
+        promql: &str,
+        read: impl FnOnce(u16, &str, &[u8]) -> Result<T, QueryError>,
+    ) -> Result<T, QueryError> {
         let mut request = self.client.query(promql).timeout(self.timeout.as_millis() as i64);
         if let Some(path) = &self.bearer_token_file {
             let token = read_secret(path, "--prometheus-bearer-token-file")
@@ -176,7 +190,7 @@ impl PromClient {
             .unwrap_or("")
             .to_owned();
         let body = response.bytes().await.map_err(|e| transport(&e, e.is_timeout()))?;
-        parse(status, &content_type, &body)
+        read(status, &content_type, &body)
     }
 }
 

@@ -67,17 +67,17 @@ fn key(spec: &MetricSpec) -> TaskKey {
 /// Starts one task per policy metric (and the capacity task), issues every first query at
 /// once, and returns when all of them have been attempted — succeeded or failed — or after
 /// the query timeout and a little more, so a dead Prometheus never blocks start-up. Later
-/// policy reloads add, restart or stop metric tasks.
+/// policy reloads add, restart or stop metric tasks. Returns the client, for the learner.
 pub async fn start(
     config: Config,
     state: ClusterState,
     policy: PolicyHandle,
     directory: NodeDirectory,
     metrics: SourceMetrics,
-) -> Result<(), String> {
+) -> Result<PromClient, String> {
     let client = PromClient::new(&config.client)?;
     let shared = Arc::new(Shared {
-        client,
+        client: client.clone(),
         state,
         policy: policy.clone(),
         directory,
@@ -109,7 +109,7 @@ pub async fn start(
         let _ = tokio::time::timeout_at(deadline, rx).await;
     }
     tokio::spawn(follow_policy(shared, tasks).instrument(tracing::info_span!("promql_policy")));
-    Ok(())
+    Ok(client)
 }
 
 fn spawn_metric(

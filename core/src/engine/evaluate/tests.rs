@@ -349,6 +349,7 @@ fn score_reference(
         } else {
             Vec::new()
         },
+        estimate: explain.then(|| crate::estimate::price(&policy.estimator, snap.learned(), pod)),
         unknown_node_score: unknown.scores[0].score,
         stats: scored.stats,
     }

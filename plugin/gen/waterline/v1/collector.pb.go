@@ -81,6 +81,14 @@ type WatchNodesResponse struct {
 	// Pod uids whose ledger entries were removed.
 	ReleasedPodUids []string               `protobuf:"bytes,5,rep,name=released_pod_uids,json=releasedPodUids,proto3" json:"released_pod_uids,omitempty"`
 	SentAt          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
+	// The learned usage per workload (docs/design.md#learned-estimate), whole: set with
+	// learned_replaced when the collector's table changed, and in every message with reset.
+	// The receiver prices new pods of these workloads by it.
+	Learned []*WorkloadUsage `protobuf:"bytes,7,rep,name=learned,proto3" json:"learned,omitempty"`
+	// True when `learned` replaces the receiver's table (an empty `learned` then empties it);
+	// false: the table is unchanged and `learned` is empty. A reset from a collector that
+	// predates the field (false) empties it.
+	LearnedReplaced bool `protobuf:"varint,8,opt,name=learned_replaced,json=learnedReplaced,proto3" json:"learned_replaced,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -155,6 +163,20 @@ func (x *WatchNodesResponse) GetSentAt() *timestamppb.Timestamp {
 		return x.SentAt
 	}
 	return nil
+}
+
+func (x *WatchNodesResponse) GetLearned() []*WorkloadUsage {
+	if x != nil {
+		return x.Learned
+	}
+	return nil
+}
+
+func (x *WatchNodesResponse) GetLearnedReplaced() bool {
+	if x != nil {
+		return x.LearnedReplaced
+	}
+	return false
 }
 
 type ListNodesRequest struct {
@@ -283,10 +305,12 @@ func (x *MetricStatus) GetNodesCovered() int64 {
 }
 
 type ListNodesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nodes         []*NodeState           `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	Ledger        []*LedgerEntry         `protobuf:"bytes,2,rep,name=ledger,proto3" json:"ledger,omitempty"`
-	Metrics       []*MetricStatus        `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Nodes   []*NodeState           `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Ledger  []*LedgerEntry         `protobuf:"bytes,2,rep,name=ledger,proto3" json:"ledger,omitempty"`
+	Metrics []*MetricStatus        `protobuf:"bytes,3,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	// The collector's learned usage per workload, in namespace/kind/name order.
+	Learned       []*WorkloadUsage `protobuf:"bytes,4,rep,name=learned,proto3" json:"learned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +362,13 @@ func (x *ListNodesResponse) GetLedger() []*LedgerEntry {
 func (x *ListNodesResponse) GetMetrics() []*MetricStatus {
 	if x != nil {
 		return x.Metrics
+	}
+	return nil
+}
+
+func (x *ListNodesResponse) GetLearned() []*WorkloadUsage {
+	if x != nil {
+		return x.Learned
 	}
 	return nil
 }
@@ -930,14 +961,16 @@ const file_waterline_v1_collector_proto_rawDesc = "" +
 	"\x11WatchNodesRequest\x12\x1e\n" +
 	"\n" +
 	"subscriber\x18\x01 \x01(\tR\n" +
-	"subscriber\"\x92\x02\n" +
+	"subscriber\"\xf4\x02\n" +
 	"\x12WatchNodesResponse\x12\x14\n" +
 	"\x05reset\x18\x01 \x01(\bR\x05reset\x12-\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x17.waterline.v1.NodeStateR\x05nodes\x12#\n" +
 	"\rremoved_nodes\x18\x03 \x03(\tR\fremovedNodes\x121\n" +
 	"\x06placed\x18\x04 \x03(\v2\x19.waterline.v1.LedgerEntryR\x06placed\x12*\n" +
 	"\x11released_pod_uids\x18\x05 \x03(\tR\x0freleasedPodUids\x123\n" +
-	"\asent_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"1\n" +
+	"\asent_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x125\n" +
+	"\alearned\x18\a \x03(\v2\x1b.waterline.v1.WorkloadUsageR\alearned\x12)\n" +
+	"\x10learned_replaced\x18\b \x01(\bR\x0flearnedReplaced\"1\n" +
 	"\x10ListNodesRequest\x12\x1d\n" +
 	"\n" +
 	"node_names\x18\x01 \x03(\tR\tnodeNames\"\xc1\x01\n" +
@@ -947,11 +980,12 @@ const file_waterline_v1_collector_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x03 \x01(\tR\tlastError\x12\x16\n" +
 	"\x06series\x18\x04 \x01(\x03R\x06series\x12#\n" +
-	"\rnodes_covered\x18\x05 \x01(\x03R\fnodesCovered\"\xab\x01\n" +
+	"\rnodes_covered\x18\x05 \x01(\x03R\fnodesCovered\"\xe2\x01\n" +
 	"\x11ListNodesResponse\x12-\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x17.waterline.v1.NodeStateR\x05nodes\x121\n" +
 	"\x06ledger\x18\x02 \x03(\v2\x19.waterline.v1.LedgerEntryR\x06ledger\x124\n" +
-	"\ametrics\x18\x03 \x03(\v2\x1a.waterline.v1.MetricStatusR\ametrics\"\xe3\x01\n" +
+	"\ametrics\x18\x03 \x03(\v2\x1a.waterline.v1.MetricStatusR\ametrics\x125\n" +
+	"\alearned\x18\x04 \x03(\v2\x1b.waterline.v1.WorkloadUsageR\alearned\"\xe3\x01\n" +
 	"\x1eCollectorServiceReserveRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x127\n" +
@@ -1036,40 +1070,43 @@ var file_waterline_v1_collector_proto_goTypes = []any{
 	(*NodeState)(nil),                         // 13: waterline.v1.NodeState
 	(*LedgerEntry)(nil),                       // 14: waterline.v1.LedgerEntry
 	(*timestamppb.Timestamp)(nil),             // 15: google.protobuf.Timestamp
-	(*PodInfo)(nil),                           // 16: waterline.v1.PodInfo
-	(*durationpb.Duration)(nil),               // 17: google.protobuf.Duration
+	(*WorkloadUsage)(nil),                     // 16: waterline.v1.WorkloadUsage
+	(*PodInfo)(nil),                           // 17: waterline.v1.PodInfo
+	(*durationpb.Duration)(nil),               // 18: google.protobuf.Duration
 }
 var file_waterline_v1_collector_proto_depIdxs = []int32{
 	13, // 0: waterline.v1.WatchNodesResponse.nodes:type_name -> waterline.v1.NodeState
 	14, // 1: waterline.v1.WatchNodesResponse.placed:type_name -> waterline.v1.LedgerEntry
 	15, // 2: waterline.v1.WatchNodesResponse.sent_at:type_name -> google.protobuf.Timestamp
-	15, // 3: waterline.v1.MetricStatus.last_success:type_name -> google.protobuf.Timestamp
-	13, // 4: waterline.v1.ListNodesResponse.nodes:type_name -> waterline.v1.NodeState
-	14, // 5: waterline.v1.ListNodesResponse.ledger:type_name -> waterline.v1.LedgerEntry
-	3,  // 6: waterline.v1.ListNodesResponse.metrics:type_name -> waterline.v1.MetricStatus
-	16, // 7: waterline.v1.CollectorServiceReserveRequest.pod:type_name -> waterline.v1.PodInfo
-	15, // 8: waterline.v1.CollectorServiceReserveRequest.placed_at:type_name -> google.protobuf.Timestamp
-	17, // 9: waterline.v1.CollectorServiceReserveRequest.provisional_ttl:type_name -> google.protobuf.Duration
-	16, // 10: waterline.v1.CollectorServiceUnreserveRequest.pod:type_name -> waterline.v1.PodInfo
-	11, // 11: waterline.v1.ShadowDecisionsResponse.decisions:type_name -> waterline.v1.ShadowDecision
-	12, // 12: waterline.v1.ShadowDecision.chosen_levels:type_name -> waterline.v1.ShadowLevel
-	15, // 13: waterline.v1.ShadowDecision.bound_at:type_name -> google.protobuf.Timestamp
-	15, // 14: waterline.v1.ShadowDecision.judged_at:type_name -> google.protobuf.Timestamp
-	0,  // 15: waterline.v1.CollectorService.WatchNodes:input_type -> waterline.v1.WatchNodesRequest
-	2,  // 16: waterline.v1.CollectorService.ListNodes:input_type -> waterline.v1.ListNodesRequest
-	5,  // 17: waterline.v1.CollectorService.Reserve:input_type -> waterline.v1.CollectorServiceReserveRequest
-	7,  // 18: waterline.v1.CollectorService.Unreserve:input_type -> waterline.v1.CollectorServiceUnreserveRequest
-	9,  // 19: waterline.v1.CollectorService.ShadowDecisions:input_type -> waterline.v1.ShadowDecisionsRequest
-	1,  // 20: waterline.v1.CollectorService.WatchNodes:output_type -> waterline.v1.WatchNodesResponse
-	4,  // 21: waterline.v1.CollectorService.ListNodes:output_type -> waterline.v1.ListNodesResponse
-	6,  // 22: waterline.v1.CollectorService.Reserve:output_type -> waterline.v1.CollectorServiceReserveResponse
-	8,  // 23: waterline.v1.CollectorService.Unreserve:output_type -> waterline.v1.CollectorServiceUnreserveResponse
-	10, // 24: waterline.v1.CollectorService.ShadowDecisions:output_type -> waterline.v1.ShadowDecisionsResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	16, // 3: waterline.v1.WatchNodesResponse.learned:type_name -> waterline.v1.WorkloadUsage
+	15, // 4: waterline.v1.MetricStatus.last_success:type_name -> google.protobuf.Timestamp
+	13, // 5: waterline.v1.ListNodesResponse.nodes:type_name -> waterline.v1.NodeState
+	14, // 6: waterline.v1.ListNodesResponse.ledger:type_name -> waterline.v1.LedgerEntry
+	3,  // 7: waterline.v1.ListNodesResponse.metrics:type_name -> waterline.v1.MetricStatus
+	16, // 8: waterline.v1.ListNodesResponse.learned:type_name -> waterline.v1.WorkloadUsage
+	17, // 9: waterline.v1.CollectorServiceReserveRequest.pod:type_name -> waterline.v1.PodInfo
+	15, // 10: waterline.v1.CollectorServiceReserveRequest.placed_at:type_name -> google.protobuf.Timestamp
+	18, // 11: waterline.v1.CollectorServiceReserveRequest.provisional_ttl:type_name -> google.protobuf.Duration
+	17, // 12: waterline.v1.CollectorServiceUnreserveRequest.pod:type_name -> waterline.v1.PodInfo
+	11, // 13: waterline.v1.ShadowDecisionsResponse.decisions:type_name -> waterline.v1.ShadowDecision
+	12, // 14: waterline.v1.ShadowDecision.chosen_levels:type_name -> waterline.v1.ShadowLevel
+	15, // 15: waterline.v1.ShadowDecision.bound_at:type_name -> google.protobuf.Timestamp
+	15, // 16: waterline.v1.ShadowDecision.judged_at:type_name -> google.protobuf.Timestamp
+	0,  // 17: waterline.v1.CollectorService.WatchNodes:input_type -> waterline.v1.WatchNodesRequest
+	2,  // 18: waterline.v1.CollectorService.ListNodes:input_type -> waterline.v1.ListNodesRequest
+	5,  // 19: waterline.v1.CollectorService.Reserve:input_type -> waterline.v1.CollectorServiceReserveRequest
+	7,  // 20: waterline.v1.CollectorService.Unreserve:input_type -> waterline.v1.CollectorServiceUnreserveRequest
+	9,  // 21: waterline.v1.CollectorService.ShadowDecisions:input_type -> waterline.v1.ShadowDecisionsRequest
+	1,  // 22: waterline.v1.CollectorService.WatchNodes:output_type -> waterline.v1.WatchNodesResponse
+	4,  // 23: waterline.v1.CollectorService.ListNodes:output_type -> waterline.v1.ListNodesResponse
+	6,  // 24: waterline.v1.CollectorService.Reserve:output_type -> waterline.v1.CollectorServiceReserveResponse
+	8,  // 25: waterline.v1.CollectorService.Unreserve:output_type -> waterline.v1.CollectorServiceUnreserveResponse
+	10, // 26: waterline.v1.CollectorService.ShadowDecisions:output_type -> waterline.v1.ShadowDecisionsResponse
+	22, // [22:27] is the sub-list for method output_type
+	17, // [17:22] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_collector_proto_init() }

@@ -22,6 +22,62 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// The rule that priced one resource of a pod, in the estimator's order of precedence.
+type EstimateSourceKind int32
+
+const (
+	EstimateSourceKind_ESTIMATE_SOURCE_KIND_UNSPECIFIED EstimateSourceKind = 0
+	// The policy's cpuFactor or memoryFactor.
+	EstimateSourceKind_ESTIMATE_SOURCE_KIND_FACTOR EstimateSourceKind = 1
+	// The pod's waterline.io/estimate-factor annotation times the policy's factor.
+	EstimateSourceKind_ESTIMATE_SOURCE_KIND_OVERRIDE EstimateSourceKind = 2
+	// The pod's workload's learned usage.
+	EstimateSourceKind_ESTIMATE_SOURCE_KIND_LEARNED EstimateSourceKind = 3
+)
+
+// Enum value maps for EstimateSourceKind.
+var (
+	EstimateSourceKind_name = map[int32]string{
+		0: "ESTIMATE_SOURCE_KIND_UNSPECIFIED",
+		1: "ESTIMATE_SOURCE_KIND_FACTOR",
+		2: "ESTIMATE_SOURCE_KIND_OVERRIDE",
+		3: "ESTIMATE_SOURCE_KIND_LEARNED",
+	}
+	EstimateSourceKind_value = map[string]int32{
+		"ESTIMATE_SOURCE_KIND_UNSPECIFIED": 0,
+		"ESTIMATE_SOURCE_KIND_FACTOR":      1,
+		"ESTIMATE_SOURCE_KIND_OVERRIDE":    2,
+		"ESTIMATE_SOURCE_KIND_LEARNED":     3,
+	}
+)
+
+func (x EstimateSourceKind) Enum() *EstimateSourceKind {
+	p := new(EstimateSourceKind)
+	*p = x
+	return p
+}
+
+func (x EstimateSourceKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EstimateSourceKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_waterline_v1_scorer_proto_enumTypes[0].Descriptor()
+}
+
+func (EstimateSourceKind) Type() protoreflect.EnumType {
+	return &file_waterline_v1_scorer_proto_enumTypes[0]
+}
+
+func (x EstimateSourceKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EstimateSourceKind.Descriptor instead.
+func (EstimateSourceKind) EnumDescriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{0}
+}
+
 type EvaluateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Pod   *PodInfo               `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
@@ -1019,6 +1075,9 @@ type ScoreResponse struct {
 	SnapshotAge *durationpb.Duration `protobuf:"bytes,2,opt,name=snapshot_age,json=snapshotAge,proto3" json:"snapshot_age,omitempty"`
 	// When the request set scores_only: the score (0..100) of node_names[i] at index i.
 	OrderedScores []int32 `protobuf:"varint,3,rep,packed,name=ordered_scores,json=orderedScores,proto3" json:"ordered_scores,omitempty"`
+	// When the request set explain: the pod's estimate (the `incoming` of every term) and
+	// the rule that priced each resource.
+	Estimate      *PodEstimate `protobuf:"bytes,4,opt,name=estimate,proto3" json:"estimate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1074,6 +1133,172 @@ func (x *ScoreResponse) GetOrderedScores() []int32 {
 	return nil
 }
 
+func (x *ScoreResponse) GetEstimate() *PodEstimate {
+	if x != nil {
+		return x.Estimate
+	}
+	return nil
+}
+
+// What a pod is estimated to use once it runs (docs/design.md#pod-estimate).
+type PodEstimate struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	CpuMillis   int64                  `protobuf:"varint,1,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
+	MemoryBytes int64                  `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Cpu         *EstimateSource        `protobuf:"bytes,3,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Memory      *EstimateSource        `protobuf:"bytes,4,opt,name=memory,proto3" json:"memory,omitempty"`
+	// The workload whose learned usage priced a resource, "namespace/Kind/name"; empty when
+	// none did.
+	Workload      string `protobuf:"bytes,5,opt,name=workload,proto3" json:"workload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodEstimate) Reset() {
+	*x = PodEstimate{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodEstimate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodEstimate) ProtoMessage() {}
+
+func (x *PodEstimate) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodEstimate.ProtoReflect.Descriptor instead.
+func (*PodEstimate) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PodEstimate) GetCpuMillis() int64 {
+	if x != nil {
+		return x.CpuMillis
+	}
+	return 0
+}
+
+func (x *PodEstimate) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *PodEstimate) GetCpu() *EstimateSource {
+	if x != nil {
+		return x.Cpu
+	}
+	return nil
+}
+
+func (x *PodEstimate) GetMemory() *EstimateSource {
+	if x != nil {
+		return x.Memory
+	}
+	return nil
+}
+
+func (x *PodEstimate) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+type EstimateSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  EstimateSourceKind     `protobuf:"varint,1,opt,name=kind,proto3,enum=waterline.v1.EstimateSourceKind" json:"kind,omitempty"`
+	// FACTOR and OVERRIDE: the factor the quantity was multiplied by.
+	Factor float64 `protobuf:"fixed64,2,opt,name=factor,proto3" json:"factor,omitempty"`
+	// LEARNED: the ratio (clamped to the policy's bounds) the request was multiplied by;
+	// unset when the pod was priced at the workload's absolute usage.
+	Ratio *float64 `protobuf:"fixed64,3,opt,name=ratio,proto3,oneof" json:"ratio,omitempty"`
+	// LEARNED: the evidence, the workload's pods and samples.
+	Pods          uint32 `protobuf:"varint,4,opt,name=pods,proto3" json:"pods,omitempty"`
+	Samples       uint64 `protobuf:"varint,5,opt,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateSource) Reset() {
+	*x = EstimateSource{}
+	mi := &file_waterline_v1_scorer_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateSource) ProtoMessage() {}
+
+func (x *EstimateSource) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_scorer_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateSource.ProtoReflect.Descriptor instead.
+func (*EstimateSource) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *EstimateSource) GetKind() EstimateSourceKind {
+	if x != nil {
+		return x.Kind
+	}
+	return EstimateSourceKind_ESTIMATE_SOURCE_KIND_UNSPECIFIED
+}
+
+func (x *EstimateSource) GetFactor() float64 {
+	if x != nil {
+		return x.Factor
+	}
+	return 0
+}
+
+func (x *EstimateSource) GetRatio() float64 {
+	if x != nil && x.Ratio != nil {
+		return *x.Ratio
+	}
+	return 0
+}
+
+func (x *EstimateSource) GetPods() uint32 {
+	if x != nil {
+		return x.Pods
+	}
+	return 0
+}
+
+func (x *EstimateSource) GetSamples() uint64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
 type NodeScore struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	NodeName string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
@@ -1088,7 +1313,7 @@ type NodeScore struct {
 
 func (x *NodeScore) Reset() {
 	*x = NodeScore{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[14]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1325,7 @@ func (x *NodeScore) String() string {
 func (*NodeScore) ProtoMessage() {}
 
 func (x *NodeScore) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[14]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1338,7 @@ func (x *NodeScore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeScore.ProtoReflect.Descriptor instead.
 func (*NodeScore) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{14}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeScore) GetNodeName() string {
@@ -1160,7 +1385,7 @@ type ScoreTerm struct {
 
 func (x *ScoreTerm) Reset() {
 	*x = ScoreTerm{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[15]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1397,7 @@ func (x *ScoreTerm) String() string {
 func (*ScoreTerm) ProtoMessage() {}
 
 func (x *ScoreTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[15]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1410,7 @@ func (x *ScoreTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreTerm.ProtoReflect.Descriptor instead.
 func (*ScoreTerm) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{15}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ScoreTerm) GetMetric() string {
@@ -1263,7 +1488,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[16]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1500,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[16]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1513,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{16}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReserveRequest) GetPod() *PodInfo {
@@ -1320,7 +1545,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[17]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1557,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[17]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1570,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{17}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{19}
 }
 
 type UnreserveRequest struct {
@@ -1358,7 +1583,7 @@ type UnreserveRequest struct {
 
 func (x *UnreserveRequest) Reset() {
 	*x = UnreserveRequest{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[18]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1595,7 @@ func (x *UnreserveRequest) String() string {
 func (*UnreserveRequest) ProtoMessage() {}
 
 func (x *UnreserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[18]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1608,7 @@ func (x *UnreserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnreserveRequest.ProtoReflect.Descriptor instead.
 func (*UnreserveRequest) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{18}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UnreserveRequest) GetPod() *PodInfo {
@@ -1408,7 +1633,7 @@ type UnreserveResponse struct {
 
 func (x *UnreserveResponse) Reset() {
 	*x = UnreserveResponse{}
-	mi := &file_waterline_v1_scorer_proto_msgTypes[19]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1645,7 @@ func (x *UnreserveResponse) String() string {
 func (*UnreserveResponse) ProtoMessage() {}
 
 func (x *UnreserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_waterline_v1_scorer_proto_msgTypes[19]
+	mi := &file_waterline_v1_scorer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1658,7 @@ func (x *UnreserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnreserveResponse.ProtoReflect.Descriptor instead.
 func (*UnreserveResponse) Descriptor() ([]byte, []int) {
-	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{19}
+	return file_waterline_v1_scorer_proto_rawDescGZIP(), []int{21}
 }
 
 var File_waterline_v1_scorer_proto protoreflect.FileDescriptor
@@ -1524,11 +1749,26 @@ const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\aexplain\x18\x03 \x01(\bR\aexplain\x12\x1f\n" +
 	"\vscores_only\x18\x04 \x01(\bR\n" +
 	"scoresOnly\x12\x16\n" +
-	"\x06policy\x18\x05 \x01(\tR\x06policy\"\xa5\x01\n" +
+	"\x06policy\x18\x05 \x01(\tR\x06policy\"\xdc\x01\n" +
 	"\rScoreResponse\x12/\n" +
 	"\x06scores\x18\x01 \x03(\v2\x17.waterline.v1.NodeScoreR\x06scores\x12<\n" +
 	"\fsnapshot_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vsnapshotAge\x12%\n" +
-	"\x0eordered_scores\x18\x03 \x03(\x05R\rorderedScores\"m\n" +
+	"\x0eordered_scores\x18\x03 \x03(\x05R\rorderedScores\x125\n" +
+	"\bestimate\x18\x04 \x01(\v2\x19.waterline.v1.PodEstimateR\bestimate\"\xd1\x01\n" +
+	"\vPodEstimate\x12\x1d\n" +
+	"\n" +
+	"cpu_millis\x18\x01 \x01(\x03R\tcpuMillis\x12!\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12.\n" +
+	"\x03cpu\x18\x03 \x01(\v2\x1c.waterline.v1.EstimateSourceR\x03cpu\x124\n" +
+	"\x06memory\x18\x04 \x01(\v2\x1c.waterline.v1.EstimateSourceR\x06memory\x12\x1a\n" +
+	"\bworkload\x18\x05 \x01(\tR\bworkload\"\xb1\x01\n" +
+	"\x0eEstimateSource\x124\n" +
+	"\x04kind\x18\x01 \x01(\x0e2 .waterline.v1.EstimateSourceKindR\x04kind\x12\x16\n" +
+	"\x06factor\x18\x02 \x01(\x01R\x06factor\x12\x19\n" +
+	"\x05ratio\x18\x03 \x01(\x01H\x00R\x05ratio\x88\x01\x01\x12\x12\n" +
+	"\x04pods\x18\x04 \x01(\rR\x04pods\x12\x18\n" +
+	"\asamples\x18\x05 \x01(\x04R\asamplesB\b\n" +
+	"\x06_ratio\"m\n" +
 	"\tNodeScore\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x05R\x05score\x12-\n" +
@@ -1551,7 +1791,12 @@ const file_waterline_v1_scorer_proto_rawDesc = "" +
 	"\x10UnreserveRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.waterline.v1.PodInfoR\x03pod\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"\x13\n" +
-	"\x11UnreserveResponse2\xc3\x03\n" +
+	"\x11UnreserveResponse*\xa0\x01\n" +
+	"\x12EstimateSourceKind\x12$\n" +
+	" ESTIMATE_SOURCE_KIND_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bESTIMATE_SOURCE_KIND_FACTOR\x10\x01\x12!\n" +
+	"\x1dESTIMATE_SOURCE_KIND_OVERRIDE\x10\x02\x12 \n" +
+	"\x1cESTIMATE_SOURCE_KIND_LEARNED\x10\x032\xc3\x03\n" +
 	"\rScorerService\x12C\n" +
 	"\x06Filter\x12\x1b.waterline.v1.FilterRequest\x1a\x1c.waterline.v1.FilterResponse\x12@\n" +
 	"\x05Score\x12\x1a.waterline.v1.ScoreRequest\x1a\x1b.waterline.v1.ScoreResponse\x12F\n" +
@@ -1573,75 +1818,83 @@ func file_waterline_v1_scorer_proto_rawDescGZIP() []byte {
 	return file_waterline_v1_scorer_proto_rawDescData
 }
 
-var file_waterline_v1_scorer_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_waterline_v1_scorer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_waterline_v1_scorer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_waterline_v1_scorer_proto_goTypes = []any{
-	(*EvaluateRequest)(nil),     // 0: waterline.v1.EvaluateRequest
-	(*EvaluateResponse)(nil),    // 1: waterline.v1.EvaluateResponse
-	(*SessionRequest)(nil),      // 2: waterline.v1.SessionRequest
-	(*SessionEvaluate)(nil),     // 3: waterline.v1.SessionEvaluate
-	(*SessionReserve)(nil),      // 4: waterline.v1.SessionReserve
-	(*SessionUnreserve)(nil),    // 5: waterline.v1.SessionUnreserve
-	(*SessionResponse)(nil),     // 6: waterline.v1.SessionResponse
-	(*NodeTable)(nil),           // 7: waterline.v1.NodeTable
-	(*SessionEvaluation)(nil),   // 8: waterline.v1.SessionEvaluation
-	(*SessionAck)(nil),          // 9: waterline.v1.SessionAck
-	(*FilterRequest)(nil),       // 10: waterline.v1.FilterRequest
-	(*FilterResponse)(nil),      // 11: waterline.v1.FilterResponse
-	(*ScoreRequest)(nil),        // 12: waterline.v1.ScoreRequest
-	(*ScoreResponse)(nil),       // 13: waterline.v1.ScoreResponse
-	(*NodeScore)(nil),           // 14: waterline.v1.NodeScore
-	(*ScoreTerm)(nil),           // 15: waterline.v1.ScoreTerm
-	(*ReserveRequest)(nil),      // 16: waterline.v1.ReserveRequest
-	(*ReserveResponse)(nil),     // 17: waterline.v1.ReserveResponse
-	(*UnreserveRequest)(nil),    // 18: waterline.v1.UnreserveRequest
-	(*UnreserveResponse)(nil),   // 19: waterline.v1.UnreserveResponse
-	nil,                         // 20: waterline.v1.EvaluateResponse.RejectedEntry
-	nil,                         // 21: waterline.v1.FilterResponse.RejectedEntry
-	(*PodInfo)(nil),             // 22: waterline.v1.PodInfo
-	(*durationpb.Duration)(nil), // 23: google.protobuf.Duration
+	(EstimateSourceKind)(0),     // 0: waterline.v1.EstimateSourceKind
+	(*EvaluateRequest)(nil),     // 1: waterline.v1.EvaluateRequest
+	(*EvaluateResponse)(nil),    // 2: waterline.v1.EvaluateResponse
+	(*SessionRequest)(nil),      // 3: waterline.v1.SessionRequest
+	(*SessionEvaluate)(nil),     // 4: waterline.v1.SessionEvaluate
+	(*SessionReserve)(nil),      // 5: waterline.v1.SessionReserve
+	(*SessionUnreserve)(nil),    // 6: waterline.v1.SessionUnreserve
+	(*SessionResponse)(nil),     // 7: waterline.v1.SessionResponse
+	(*NodeTable)(nil),           // 8: waterline.v1.NodeTable
+	(*SessionEvaluation)(nil),   // 9: waterline.v1.SessionEvaluation
+	(*SessionAck)(nil),          // 10: waterline.v1.SessionAck
+	(*FilterRequest)(nil),       // 11: waterline.v1.FilterRequest
+	(*FilterResponse)(nil),      // 12: waterline.v1.FilterResponse
+	(*ScoreRequest)(nil),        // 13: waterline.v1.ScoreRequest
+	(*ScoreResponse)(nil),       // 14: waterline.v1.ScoreResponse
+	(*PodEstimate)(nil),         // 15: waterline.v1.PodEstimate
+	(*EstimateSource)(nil),      // 16: waterline.v1.EstimateSource
+	(*NodeScore)(nil),           // 17: waterline.v1.NodeScore
+	(*ScoreTerm)(nil),           // 18: waterline.v1.ScoreTerm
+	(*ReserveRequest)(nil),      // 19: waterline.v1.ReserveRequest
+	(*ReserveResponse)(nil),     // 20: waterline.v1.ReserveResponse
+	(*UnreserveRequest)(nil),    // 21: waterline.v1.UnreserveRequest
+	(*UnreserveResponse)(nil),   // 22: waterline.v1.UnreserveResponse
+	nil,                         // 23: waterline.v1.EvaluateResponse.RejectedEntry
+	nil,                         // 24: waterline.v1.FilterResponse.RejectedEntry
+	(*PodInfo)(nil),             // 25: waterline.v1.PodInfo
+	(*durationpb.Duration)(nil), // 26: google.protobuf.Duration
 }
 var file_waterline_v1_scorer_proto_depIdxs = []int32{
-	22, // 0: waterline.v1.EvaluateRequest.pod:type_name -> waterline.v1.PodInfo
-	20, // 1: waterline.v1.EvaluateResponse.rejected:type_name -> waterline.v1.EvaluateResponse.RejectedEntry
-	23, // 2: waterline.v1.EvaluateResponse.snapshot_age:type_name -> google.protobuf.Duration
-	3,  // 3: waterline.v1.SessionRequest.evaluate:type_name -> waterline.v1.SessionEvaluate
-	4,  // 4: waterline.v1.SessionRequest.reserve:type_name -> waterline.v1.SessionReserve
-	5,  // 5: waterline.v1.SessionRequest.unreserve:type_name -> waterline.v1.SessionUnreserve
-	22, // 6: waterline.v1.SessionEvaluate.pod:type_name -> waterline.v1.PodInfo
-	22, // 7: waterline.v1.SessionReserve.pod:type_name -> waterline.v1.PodInfo
-	23, // 8: waterline.v1.SessionReserve.provisional_ttl:type_name -> google.protobuf.Duration
-	22, // 9: waterline.v1.SessionUnreserve.pod:type_name -> waterline.v1.PodInfo
-	7,  // 10: waterline.v1.SessionResponse.node_table:type_name -> waterline.v1.NodeTable
-	8,  // 11: waterline.v1.SessionResponse.evaluation:type_name -> waterline.v1.SessionEvaluation
-	9,  // 12: waterline.v1.SessionResponse.ack:type_name -> waterline.v1.SessionAck
-	23, // 13: waterline.v1.SessionEvaluation.snapshot_age:type_name -> google.protobuf.Duration
-	22, // 14: waterline.v1.FilterRequest.pod:type_name -> waterline.v1.PodInfo
-	21, // 15: waterline.v1.FilterResponse.rejected:type_name -> waterline.v1.FilterResponse.RejectedEntry
-	23, // 16: waterline.v1.FilterResponse.snapshot_age:type_name -> google.protobuf.Duration
-	22, // 17: waterline.v1.ScoreRequest.pod:type_name -> waterline.v1.PodInfo
-	14, // 18: waterline.v1.ScoreResponse.scores:type_name -> waterline.v1.NodeScore
-	23, // 19: waterline.v1.ScoreResponse.snapshot_age:type_name -> google.protobuf.Duration
-	15, // 20: waterline.v1.NodeScore.terms:type_name -> waterline.v1.ScoreTerm
-	22, // 21: waterline.v1.ReserveRequest.pod:type_name -> waterline.v1.PodInfo
-	23, // 22: waterline.v1.ReserveRequest.provisional_ttl:type_name -> google.protobuf.Duration
-	22, // 23: waterline.v1.UnreserveRequest.pod:type_name -> waterline.v1.PodInfo
-	10, // 24: waterline.v1.ScorerService.Filter:input_type -> waterline.v1.FilterRequest
-	12, // 25: waterline.v1.ScorerService.Score:input_type -> waterline.v1.ScoreRequest
-	16, // 26: waterline.v1.ScorerService.Reserve:input_type -> waterline.v1.ReserveRequest
-	18, // 27: waterline.v1.ScorerService.Unreserve:input_type -> waterline.v1.UnreserveRequest
-	0,  // 28: waterline.v1.ScorerService.Evaluate:input_type -> waterline.v1.EvaluateRequest
-	2,  // 29: waterline.v1.ScorerService.Session:input_type -> waterline.v1.SessionRequest
-	11, // 30: waterline.v1.ScorerService.Filter:output_type -> waterline.v1.FilterResponse
-	13, // 31: waterline.v1.ScorerService.Score:output_type -> waterline.v1.ScoreResponse
-	17, // 32: waterline.v1.ScorerService.Reserve:output_type -> waterline.v1.ReserveResponse
-	19, // 33: waterline.v1.ScorerService.Unreserve:output_type -> waterline.v1.UnreserveResponse
-	1,  // 34: waterline.v1.ScorerService.Evaluate:output_type -> waterline.v1.EvaluateResponse
-	6,  // 35: waterline.v1.ScorerService.Session:output_type -> waterline.v1.SessionResponse
-	30, // [30:36] is the sub-list for method output_type
-	24, // [24:30] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	25, // 0: waterline.v1.EvaluateRequest.pod:type_name -> waterline.v1.PodInfo
+	23, // 1: waterline.v1.EvaluateResponse.rejected:type_name -> waterline.v1.EvaluateResponse.RejectedEntry
+	26, // 2: waterline.v1.EvaluateResponse.snapshot_age:type_name -> google.protobuf.Duration
+	4,  // 3: waterline.v1.SessionRequest.evaluate:type_name -> waterline.v1.SessionEvaluate
+	5,  // 4: waterline.v1.SessionRequest.reserve:type_name -> waterline.v1.SessionReserve
+	6,  // 5: waterline.v1.SessionRequest.unreserve:type_name -> waterline.v1.SessionUnreserve
+	25, // 6: waterline.v1.SessionEvaluate.pod:type_name -> waterline.v1.PodInfo
+	25, // 7: waterline.v1.SessionReserve.pod:type_name -> waterline.v1.PodInfo
+	26, // 8: waterline.v1.SessionReserve.provisional_ttl:type_name -> google.protobuf.Duration
+	25, // 9: waterline.v1.SessionUnreserve.pod:type_name -> waterline.v1.PodInfo
+	8,  // 10: waterline.v1.SessionResponse.node_table:type_name -> waterline.v1.NodeTable
+	9,  // 11: waterline.v1.SessionResponse.evaluation:type_name -> waterline.v1.SessionEvaluation
+	10, // 12: waterline.v1.SessionResponse.ack:type_name -> waterline.v1.SessionAck
+	26, // 13: waterline.v1.SessionEvaluation.snapshot_age:type_name -> google.protobuf.Duration
+	25, // 14: waterline.v1.FilterRequest.pod:type_name -> waterline.v1.PodInfo
+	24, // 15: waterline.v1.FilterResponse.rejected:type_name -> waterline.v1.FilterResponse.RejectedEntry
+	26, // 16: waterline.v1.FilterResponse.snapshot_age:type_name -> google.protobuf.Duration
+	25, // 17: waterline.v1.ScoreRequest.pod:type_name -> waterline.v1.PodInfo
+	17, // 18: waterline.v1.ScoreResponse.scores:type_name -> waterline.v1.NodeScore
+	26, // 19: waterline.v1.ScoreResponse.snapshot_age:type_name -> google.protobuf.Duration
+	15, // 20: waterline.v1.ScoreResponse.estimate:type_name -> waterline.v1.PodEstimate
+	16, // 21: waterline.v1.PodEstimate.cpu:type_name -> waterline.v1.EstimateSource
+	16, // 22: waterline.v1.PodEstimate.memory:type_name -> waterline.v1.EstimateSource
+	0,  // 23: waterline.v1.EstimateSource.kind:type_name -> waterline.v1.EstimateSourceKind
+	18, // 24: waterline.v1.NodeScore.terms:type_name -> waterline.v1.ScoreTerm
+	25, // 25: waterline.v1.ReserveRequest.pod:type_name -> waterline.v1.PodInfo
+	26, // 26: waterline.v1.ReserveRequest.provisional_ttl:type_name -> google.protobuf.Duration
+	25, // 27: waterline.v1.UnreserveRequest.pod:type_name -> waterline.v1.PodInfo
+	11, // 28: waterline.v1.ScorerService.Filter:input_type -> waterline.v1.FilterRequest
+	13, // 29: waterline.v1.ScorerService.Score:input_type -> waterline.v1.ScoreRequest
+	19, // 30: waterline.v1.ScorerService.Reserve:input_type -> waterline.v1.ReserveRequest
+	21, // 31: waterline.v1.ScorerService.Unreserve:input_type -> waterline.v1.UnreserveRequest
+	1,  // 32: waterline.v1.ScorerService.Evaluate:input_type -> waterline.v1.EvaluateRequest
+	3,  // 33: waterline.v1.ScorerService.Session:input_type -> waterline.v1.SessionRequest
+	12, // 34: waterline.v1.ScorerService.Filter:output_type -> waterline.v1.FilterResponse
+	14, // 35: waterline.v1.ScorerService.Score:output_type -> waterline.v1.ScoreResponse
+	20, // 36: waterline.v1.ScorerService.Reserve:output_type -> waterline.v1.ReserveResponse
+	22, // 37: waterline.v1.ScorerService.Unreserve:output_type -> waterline.v1.UnreserveResponse
+	2,  // 38: waterline.v1.ScorerService.Evaluate:output_type -> waterline.v1.EvaluateResponse
+	7,  // 39: waterline.v1.ScorerService.Session:output_type -> waterline.v1.SessionResponse
+	34, // [34:40] is the sub-list for method output_type
+	28, // [28:34] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_scorer_proto_init() }
@@ -1660,18 +1913,20 @@ func file_waterline_v1_scorer_proto_init() {
 		(*SessionResponse_Evaluation)(nil),
 		(*SessionResponse_Ack)(nil),
 	}
+	file_waterline_v1_scorer_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waterline_v1_scorer_proto_rawDesc), len(file_waterline_v1_scorer_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   22,
+			NumEnums:      1,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_waterline_v1_scorer_proto_goTypes,
 		DependencyIndexes: file_waterline_v1_scorer_proto_depIdxs,
+		EnumInfos:         file_waterline_v1_scorer_proto_enumTypes,
 		MessageInfos:      file_waterline_v1_scorer_proto_msgTypes,
 	}.Build()
 	File_waterline_v1_scorer_proto = out.File

@@ -576,6 +576,170 @@ func (x *LedgerEntry) GetDepartedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// What one workload's running pods use of one resource, learned from their per-pod usage
+// series over the policy's window (estimator.learn, docs/design.md#learned-estimate).
+type LearnedResource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy's quantile, across the pods that request the resource, of each pod's usage
+	// quantile divided by its request; unset when none of them requests it (a new pod is
+	// then priced at `usage`). A new pod is priced at request × ratio, the ratio clamped to
+	// the policy's minRatio..maxRatio.
+	Ratio *float64 `protobuf:"fixed64,1,opt,name=ratio,proto3,oneof" json:"ratio,omitempty"`
+	// The same quantile of the pods' absolute usage: milli-cores or bytes.
+	Usage float64 `protobuf:"fixed64,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Highest minus lowest pod: of the ratio when there is one, else of the usage.
+	Spread float64 `protobuf:"fixed64,3,opt,name=spread,proto3" json:"spread,omitempty"`
+	// The evidence: pods read and their samples in the window.
+	Pods          uint32 `protobuf:"varint,4,opt,name=pods,proto3" json:"pods,omitempty"`
+	Samples       uint64 `protobuf:"varint,5,opt,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LearnedResource) Reset() {
+	*x = LearnedResource{}
+	mi := &file_waterline_v1_types_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LearnedResource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LearnedResource) ProtoMessage() {}
+
+func (x *LearnedResource) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_types_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LearnedResource.ProtoReflect.Descriptor instead.
+func (*LearnedResource) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_types_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LearnedResource) GetRatio() float64 {
+	if x != nil && x.Ratio != nil {
+		return *x.Ratio
+	}
+	return 0
+}
+
+func (x *LearnedResource) GetUsage() float64 {
+	if x != nil {
+		return x.Usage
+	}
+	return 0
+}
+
+func (x *LearnedResource) GetSpread() float64 {
+	if x != nil {
+		return x.Spread
+	}
+	return 0
+}
+
+func (x *LearnedResource) GetPods() uint32 {
+	if x != nil {
+		return x.Pods
+	}
+	return 0
+}
+
+func (x *LearnedResource) GetSamples() uint64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+// One workload's learned usage: its controller (namespace, kind, name: a Deployment, not
+// its ReplicaSets; a CronJob, not its Jobs; a bare pod is its own workload with kind Pod)
+// and what its pods use. A resource without enough evidence is unset.
+type WorkloadUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Cpu           *LearnedResource       `protobuf:"bytes,4,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Memory        *LearnedResource       `protobuf:"bytes,5,opt,name=memory,proto3" json:"memory,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkloadUsage) Reset() {
+	*x = WorkloadUsage{}
+	mi := &file_waterline_v1_types_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkloadUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkloadUsage) ProtoMessage() {}
+
+func (x *WorkloadUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_waterline_v1_types_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkloadUsage.ProtoReflect.Descriptor instead.
+func (*WorkloadUsage) Descriptor() ([]byte, []int) {
+	return file_waterline_v1_types_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *WorkloadUsage) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WorkloadUsage) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *WorkloadUsage) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WorkloadUsage) GetCpu() *LearnedResource {
+	if x != nil {
+		return x.Cpu
+	}
+	return nil
+}
+
+func (x *WorkloadUsage) GetMemory() *LearnedResource {
+	if x != nil {
+		return x.Memory
+	}
+	return nil
+}
+
 var File_waterline_v1_types_proto protoreflect.FileDescriptor
 
 const file_waterline_v1_types_proto_rawDesc = "" +
@@ -640,7 +804,20 @@ const file_waterline_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ae\n" +
 	"\x1cAbsorbRemainingByMetricEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05value:\x028\x01*\x9d\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05value:\x028\x01\"\x92\x01\n" +
+	"\x0fLearnedResource\x12\x19\n" +
+	"\x05ratio\x18\x01 \x01(\x01H\x00R\x05ratio\x88\x01\x01\x12\x14\n" +
+	"\x05usage\x18\x02 \x01(\x01R\x05usage\x12\x16\n" +
+	"\x06spread\x18\x03 \x01(\x01R\x06spread\x12\x12\n" +
+	"\x04pods\x18\x04 \x01(\rR\x04pods\x12\x18\n" +
+	"\asamples\x18\x05 \x01(\x04R\asamplesB\b\n" +
+	"\x06_ratio\"\xbd\x01\n" +
+	"\rWorkloadUsage\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12/\n" +
+	"\x03cpu\x18\x04 \x01(\v2\x1d.waterline.v1.LearnedResourceR\x03cpu\x125\n" +
+	"\x06memory\x18\x05 \x01(\v2\x1d.waterline.v1.LearnedResourceR\x06memory*\x9d\x01\n" +
 	"\fLedgerSource\x12\x1d\n" +
 	"\x19LEDGER_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15LEDGER_SOURCE_RESERVE\x10\x01\x12\x17\n" +
@@ -663,7 +840,7 @@ func file_waterline_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_waterline_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_waterline_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_waterline_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_waterline_v1_types_proto_goTypes = []any{
 	(LedgerSource)(0),             // 0: waterline.v1.LedgerSource
 	(*PodInfo)(nil),               // 1: waterline.v1.PodInfo
@@ -671,32 +848,36 @@ var file_waterline_v1_types_proto_goTypes = []any{
 	(*MetricSample)(nil),          // 3: waterline.v1.MetricSample
 	(*NodeState)(nil),             // 4: waterline.v1.NodeState
 	(*LedgerEntry)(nil),           // 5: waterline.v1.LedgerEntry
-	nil,                           // 6: waterline.v1.PodInfo.LabelsEntry
-	nil,                           // 7: waterline.v1.PodInfo.AnnotationsEntry
-	nil,                           // 8: waterline.v1.LedgerEntry.LabelsEntry
-	nil,                           // 9: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(*LearnedResource)(nil),       // 6: waterline.v1.LearnedResource
+	(*WorkloadUsage)(nil),         // 7: waterline.v1.WorkloadUsage
+	nil,                           // 8: waterline.v1.PodInfo.LabelsEntry
+	nil,                           // 9: waterline.v1.PodInfo.AnnotationsEntry
+	nil,                           // 10: waterline.v1.LedgerEntry.LabelsEntry
+	nil,                           // 11: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
 }
 var file_waterline_v1_types_proto_depIdxs = []int32{
-	6,  // 0: waterline.v1.PodInfo.labels:type_name -> waterline.v1.PodInfo.LabelsEntry
-	7,  // 1: waterline.v1.PodInfo.annotations:type_name -> waterline.v1.PodInfo.AnnotationsEntry
-	10, // 2: waterline.v1.MetricSample.sampled_at:type_name -> google.protobuf.Timestamp
+	8,  // 0: waterline.v1.PodInfo.labels:type_name -> waterline.v1.PodInfo.LabelsEntry
+	9,  // 1: waterline.v1.PodInfo.annotations:type_name -> waterline.v1.PodInfo.AnnotationsEntry
+	12, // 2: waterline.v1.MetricSample.sampled_at:type_name -> google.protobuf.Timestamp
 	2,  // 3: waterline.v1.NodeState.capacity:type_name -> waterline.v1.Capacity
 	3,  // 4: waterline.v1.NodeState.metrics:type_name -> waterline.v1.MetricSample
-	10, // 5: waterline.v1.LedgerEntry.placed_at:type_name -> google.protobuf.Timestamp
+	12, // 5: waterline.v1.LedgerEntry.placed_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: waterline.v1.LedgerEntry.source:type_name -> waterline.v1.LedgerSource
-	8,  // 7: waterline.v1.LedgerEntry.labels:type_name -> waterline.v1.LedgerEntry.LabelsEntry
-	11, // 8: waterline.v1.LedgerEntry.absorb_remaining:type_name -> google.protobuf.Duration
-	9,  // 9: waterline.v1.LedgerEntry.absorb_remaining_by_metric:type_name -> waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
-	10, // 10: waterline.v1.LedgerEntry.provisional_expires_at:type_name -> google.protobuf.Timestamp
-	10, // 11: waterline.v1.LedgerEntry.departed_at:type_name -> google.protobuf.Timestamp
-	11, // 12: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry.value:type_name -> google.protobuf.Duration
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	10, // 7: waterline.v1.LedgerEntry.labels:type_name -> waterline.v1.LedgerEntry.LabelsEntry
+	13, // 8: waterline.v1.LedgerEntry.absorb_remaining:type_name -> google.protobuf.Duration
+	11, // 9: waterline.v1.LedgerEntry.absorb_remaining_by_metric:type_name -> waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry
+	12, // 10: waterline.v1.LedgerEntry.provisional_expires_at:type_name -> google.protobuf.Timestamp
+	12, // 11: waterline.v1.LedgerEntry.departed_at:type_name -> google.protobuf.Timestamp
+	6,  // 12: waterline.v1.WorkloadUsage.cpu:type_name -> waterline.v1.LearnedResource
+	6,  // 13: waterline.v1.WorkloadUsage.memory:type_name -> waterline.v1.LearnedResource
+	13, // 14: waterline.v1.LedgerEntry.AbsorbRemainingByMetricEntry.value:type_name -> google.protobuf.Duration
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_waterline_v1_types_proto_init() }
@@ -704,13 +885,14 @@ func file_waterline_v1_types_proto_init() {
 	if File_waterline_v1_types_proto != nil {
 		return
 	}
+	file_waterline_v1_types_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waterline_v1_types_proto_rawDesc), len(file_waterline_v1_types_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -421,4 +421,40 @@ mod index {
         assert_eq!(uids(&state), vec!["uid-web-0"]);
         assert!(*synced.borrow());
     }
+
+    #[test]
+    fn the_running_pods_follow_the_watch_for_the_learner() {
+        let state = ClusterState::default();
+        let running_pods = RunningPods::default();
+        let mut index = PodIndex::new(state, PolicyHandle::new(Policy::default()))
+            .with_running(Some(running_pods.clone()));
+        let series = |name| [(crate::running_pods::pod_key("shop", name), None, None)];
+        let observe = |name| running_pods.observe(series(name), |o| o.collect::<Vec<_>>()).0;
+        index.init();
+        index.init_apply(kube_pod(running("500m", "1Gi")));
+        assert_eq!(running_pods.counts().0, 0, "the list is not done");
+        index.init_done();
+        let observed = observe("web-0");
+        // The StatefulSet's pod with its requests.
+        assert_eq!(observed[0].workload.to_string(), "shop/StatefulSet/web");
+        assert_eq!(
+            (observed[0].cpu_request_millis, observed[0].memory_request_bytes),
+            (500, 1 << 30)
+        );
+        // Terminating, then gone: it leaves.
+        let mut terminating = running("500m", "1Gi");
+        terminating["metadata"]["deletionTimestamp"] = json!("2026-11-29T10:05:00Z");
+        index.apply(kube_pod(terminating));
+        assert_eq!(running_pods.counts().0, 0);
+        index.apply(kube_pod(running("500m", "1Gi")));
+        assert_eq!(running_pods.counts().0, 1);
+        index.delete(kube_pod(running("500m", "1Gi")));
+        assert_eq!(running_pods.counts().0, 0);
+        // Finished: it leaves too.
+        index.apply(kube_pod(running("500m", "1Gi")));
+        let mut done = running("500m", "1Gi");
+        done["status"]["phase"] = json!("Succeeded");
+        index.apply(kube_pod(done));
+        assert_eq!(running_pods.counts().0, 0);
+    }
 }
