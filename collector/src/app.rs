@@ -164,7 +164,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let (decisions, filter) = shadow.unzip();
+    let (decisions, filter, view) = match shadow {
+        Some((decisions, filter, view)) => (Some(decisions), Some(filter), Some(view)),
+        None => (None, None, None),
+    };
     // Before Prometheus, so the node watch's addresses are there as early as possible.
     let (pods_synced, kube_client) =
         match start_kube(&args, &state, &policy, &directory, filter).await? {
@@ -218,8 +221,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(metrics) = load_metrics {
         let interval = args.predicted_load_interval;
         let span = tracing::info_span!("predicted_load", interval_secs = interval.as_secs_f64());
+        // With shadow mode on, the judge's view is the snapshot: read it, copy nothing.
+        let source = match view {
+            Some(view) => predicted_load::Source::Shared(view),
+            None => predicted_load::Source::Copy(state.clone()),
+        };
         tokio::spawn(
-            predicted_load::run(state.clone(), policy.clone(), metrics, interval).instrument(span),
+            predicted_load::run(source, policy.clone(), metrics, interval).instrument(span),
         );
     }
     let span = tracing::info_span!("maintain");

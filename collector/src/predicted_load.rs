@@ -26,6 +26,7 @@ use waterline_core::policy::Resource;
 use waterline_core::{Policy, Snapshot, UnixMillis};
 use waterline_runtime::policy::PolicyHandle;
 
+use crate::shadow::view::SharedView;
 use crate::state::ClusterState;
 
 /// One series: a node, a policy metric and the resource it measures.
@@ -115,22 +116,40 @@ impl Published {
     }
 }
 
-/// Recomputes the family every `interval` from a copy of the state.
-pub async fn run(
-    state: ClusterState,
-    policy: PolicyHandle,
-    metrics: LoadMetrics,
-    interval: Duration,
-) {
+/// Where the values come from.
+#[derive(Clone)]
+pub enum Source {
+    /// A copy of the state, made for each refresh (a full delta, then a snapshot of it:
+    /// two transient copies of every node and ledger entry).
+    Copy(ClusterState),
+    /// The shadow judge's view, which already is that snapshot (shadow mode on): read in
+    /// place, no copy (`shadow/view.rs`).
+    Shared(SharedView),
+}
+
+impl Source {
+    /// The state's predicted loads at `now`.
+    pub fn loads(&self, policy: &Policy, now: UnixMillis) -> Vec<(LoadLabels, f64)> {
+        match self {
+            Source::Copy(state) => {
+                let mut snapshot = Snapshot::default();
+                state.full_delta().apply_to(&mut snapshot);
+                predicted_loads(policy, &snapshot, now)
+            }
+            Source::Shared(view) => view.read(|snapshot| predicted_loads(policy, snapshot, now)),
+        }
+    }
+}
+
+/// Recomputes the family every `interval` from `source`.
+pub async fn run(source: Source, policy: PolicyHandle, metrics: LoadMetrics, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut published = Published::default();
     loop {
         ticker.tick().await;
         let started = Instant::now();
-        let mut snapshot = Snapshot::default();
-        state.full_delta().apply_to(&mut snapshot);
-        let loads = predicted_loads(&policy.get(), &snapshot, UnixMillis::now());
+        let loads = source.loads(&policy.get(), UnixMillis::now());
         let series = loads.len();
         published.apply(&metrics, loads);
         let seconds = started.elapsed().as_secs_f64();
