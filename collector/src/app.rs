@@ -221,11 +221,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(metrics) = load_metrics {
         let interval = args.predicted_load_interval;
         let span = tracing::info_span!("predicted_load", interval_secs = interval.as_secs_f64());
-        // With shadow mode on, the judge's view is the snapshot: read it, copy nothing.
-        let source = match view {
-            Some(view) => predicted_load::Source::Shared(view),
-            None => predicted_load::Source::Copy(state.clone()),
+        // One standing snapshot, never a copy per refresh: the judge's view with shadow mode
+        // on, else one followed for this.
+        let view = match view {
+            Some(view) => view,
+            None => {
+                let queue = args.shadow.shadow_queue as usize;
+                shadow::follow(&state, queue, metrics.view_resyncs.clone())?
+            }
         };
+        let source = predicted_load::Source::Shared(view);
         tokio::spawn(
             predicted_load::run(source, policy.clone(), metrics, interval).instrument(span),
         );

@@ -16,6 +16,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -72,6 +73,9 @@ pub fn predicted_loads(
 pub struct LoadMetrics {
     predicted: Family<LoadLabels, Gauge<f64, AtomicU64>>,
     refresh: Histogram,
+    /// Full copies the followed view took after it missed changes (shadow mode off:
+    /// `shadow::follow`).
+    pub view_resyncs: Counter,
 }
 
 impl LoadMetrics {
@@ -80,6 +84,7 @@ impl LoadMetrics {
             predicted: Family::default(),
             // 100 µs .. ~4 s: 5,000 nodes × 6 metrics take a few milliseconds.
             refresh: Histogram::new(exponential_buckets(0.0001, 2.5, 12)),
+            view_resyncs: Counter::default(),
         };
         registry.register(
             "waterline_node_predicted_utilisation",
@@ -90,6 +95,11 @@ impl LoadMetrics {
             "waterline_predicted_load_refresh_duration_seconds",
             "Time to recompute waterline_node_predicted_utilisation from the collector's state",
             m.refresh.clone(),
+        );
+        registry.register(
+            "waterline_predicted_load_view_resyncs",
+            "Full copies of the state the predicted-load view took after its queue overflowed (shadow mode off; with it on see waterline_shadow_resyncs_total)",
+            m.view_resyncs.clone(),
         );
         m
     }
@@ -120,10 +130,12 @@ impl Published {
 #[derive(Clone)]
 pub enum Source {
     /// A copy of the state, made for each refresh (a full delta, then a snapshot of it:
-    /// two transient copies of every node and ledger entry).
+    /// two transient copies of every node and ledger entry, 41 MiB at the peak with 5,000
+    /// nodes and 50,000 entries, BENCHMARKS.md). The reference the view is tested against.
     Copy(ClusterState),
-    /// The shadow judge's view, which already is that snapshot (shadow mode on): read in
-    /// place, no copy (`shadow/view.rs`).
+    /// The state as one standing snapshot, read in place (`shadow/view.rs`): the shadow
+    /// judge's view when shadow mode is on, else one followed for this alone
+    /// (`shadow::follow`).
     Shared(SharedView),
 }
 

@@ -157,8 +157,9 @@ pub struct ShadowMetrics {
 }
 
 impl ShadowMetrics {
-    pub fn register(registry: &mut Registry) -> Self {
-        let m = ShadowMetrics {
+    /// Counters and histograms no registry exports (a view followed without judging).
+    fn unregistered() -> Self {
+        ShadowMetrics {
             binds: Family::default(),
             rejected: Family::default(),
             no_best: Family::default(),
@@ -168,7 +169,11 @@ impl ShadowMetrics {
             duration: Histogram::new(exponential_buckets(0.00001, 2.5, 12)),
             dropped: Counter::default(),
             resyncs: Counter::default(),
-        };
+        }
+    }
+
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = ShadowMetrics::unregistered();
         registry.register(
             "waterline_shadow_binds",
             "Binds by other schedulers judged, by scheduler and by waterline's Filter verdict on the chosen node",
@@ -314,21 +319,43 @@ pub(crate) fn attach(
     state: &ClusterState,
     policy: PolicyHandle,
     metrics: ShadowMetrics,
-) -> (
-    Arc<Decisions>,
-    Arc<SchedulerFilter>,
-    SharedView,
-    impl std::future::Future<Output = ()> + use<>,
-) {
+) -> (Arc<Decisions>, Arc<SchedulerFilter>, SharedView, impl std::future::Future<Output = ()> + use<>)
+{
     let filter = Arc::new(SchedulerFilter::new(args));
     let decisions = Arc::new(Decisions::new(args.shadow_keep as usize, metrics.dropped.clone()));
-    let (feed, full) = state.attach_shadow(args.shadow_queue as usize, metrics.dropped.clone());
+    let (feed, full) =
+        state.attach_shadow(args.shadow_queue as usize, metrics.dropped.clone(), true);
     let view = SharedView::default();
     view.write().apply(&full);
     // The full copy goes now, not when the judge first resyncs.
     drop(full);
     let judge = Judge { state: state.clone(), policy, metrics, decisions: decisions.clone() };
     (decisions, filter, view.clone(), judge.run(feed, view))
+}
+
+/// With shadow mode off: the same view, followed on its own thread for the predicted-load
+/// publisher, judging nothing (no bind is queued to judge, no bound pod's requests are
+/// kept). `queue` events between the state and the view; past them the view resyncs,
+/// counted in `resyncs`.
+pub fn follow(state: &ClusterState, queue: usize, resyncs: Counter) -> anyhow::Result<SharedView> {
+    let (feed, full) = state.attach_shadow(queue, Counter::default(), false);
+    let view = SharedView::default();
+    view.write().apply(&full);
+    drop(full);
+    let metrics = ShadowMetrics { resyncs, ..ShadowMetrics::unregistered() };
+    let decisions = Arc::new(Decisions::new(1, metrics.dropped.clone()));
+    let judge = Judge {
+        state: state.clone(),
+        policy: PolicyHandle::new(Default::default()),
+        metrics,
+        decisions,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    let run = judge.run(feed, view.clone());
+    std::thread::Builder::new()
+        .name("state-view".into())
+        .spawn(move || runtime.block_on(run.instrument(tracing::info_span!("state_view"))))?;
+    Ok(view)
 }
 
 struct Judge {

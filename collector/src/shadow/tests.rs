@@ -209,3 +209,53 @@ async fn the_predicted_load_reads_the_judges_view_which_matches_a_fresh_copy() {
     let cool = shared.iter().find(|(l, _)| l.node == "cool").map(|(_, v)| *v);
     assert!(cool.is_some_and(|v| (v - 0.30625).abs() < 1e-9), "{cool:?}");
 }
+
+/// Waits (a hang guard, not a timing assertion) until the followed view's ledger holds
+/// `entries`.
+async fn view_has(view: &SharedView, entries: usize) {
+    for _ in 0..500 {
+        if view.read(|s| s.ledger().len()) == entries {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the view has {} entries, not {entries}", view.read(|s| s.ledger().len()));
+}
+
+#[tokio::test]
+async fn with_shadow_off_a_followed_view_tracks_the_state_without_bound_requests() {
+    use crate::predicted_load::Source;
+    use waterline_core::LedgerEntry;
+    use waterline_core::estimate::Usage;
+    use waterline_core::ledger::LedgerSource;
+    use waterline_core::shadow::Requests;
+    let state = state();
+    let resyncs = Counter::default();
+    // A queue of one event: 200 changes in a row overflow it (the view's thread would have
+    // to take each before the next is made), so the view catches up by a resync.
+    let view = follow(&state, 1, resyncs.clone()).unwrap();
+    let entry = |uid: &str| LedgerEntry {
+        uid: uid.into(),
+        namespace: "shop".into(),
+        name: uid.into(),
+        node: "cool".into(),
+        placed_at: UnixMillis::now(),
+        usage: Usage { cpu_millis: 850, memory_bytes: 0 },
+        source: LedgerSource::Watch,
+        labels: Default::default(),
+    };
+    let requests = Requests { cpu_millis: 1000, memory_bytes: 1 << 30 };
+    for i in 0..200 {
+        state.place_bound(entry(&format!("p{i}")), requests, None);
+    }
+    view_has(&view, 200).await;
+    assert!(resyncs.get() >= 1, "a queue of one overflowed");
+    let now = UnixMillis::now();
+    let policy = policy().get();
+    assert_eq!(
+        Source::Shared(view.clone()).loads(&policy, now),
+        Source::Copy(state).loads(&policy, now)
+    );
+    // No bound pod's requests are kept: nothing judges request fit here.
+    assert_eq!(view.write().requested("cool"), Requests::default());
+}
