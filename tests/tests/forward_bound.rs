@@ -2,10 +2,11 @@
 //! confirms leaves the scorer's own ledger at the bound, counted, and one the stream
 //! confirmed stays (docs/operations.md#forwarded-placements-and-their-bound).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use waterline_api::v1 as pb;
+use waterline_tests::exporter::wall_now;
 use waterline_tests::procs::{Service, write_file};
 use waterline_tests::prometheus::wait_until;
 
@@ -105,7 +106,8 @@ async fn an_unconfirmed_entry_leaves_at_the_bound_and_a_confirmed_one_stays() ->
     // The collector gone, a Reserve can be neither forwarded nor confirmed. The scorer
     // applies it to its own ledger at once all the same.
     collector.stop();
-    let before = Instant::now();
+    // The wall clock: the scorer is another process, whose bound runs on real time.
+    let before = wall_now();
     reserve(&scorer, "orphan", "node-b").await?;
     assert_eq!(ledger_percent(&scorer, "node-b").await?, LEDGER_PERCENT);
     assert_eq!(scorer.metric_value("waterline_forward_unconfirmed").await?, 1.0);
