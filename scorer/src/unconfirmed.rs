@@ -11,8 +11,9 @@
 //! - `confirmed`: the stream carries it. A Reserve when the stream places the pod with an
 //!   entry that replaces the scorer's own (any node; a guess only replaces a guess); an
 //!   Unreserve once a collector took it (from then on that collector's stream can only
-//!   remove the pod) or the stream released the pod. A Reserve of a pod the stream already
-//!   holds on that node is confirmed when taken.
+//!   remove the pod); either once the stream released the pod (the release removes the
+//!   scorer's entry as well). A Reserve of a pod the stream already holds on that node is
+//!   confirmed when taken.
 //! - past the give-up bound (`--forward-give-up`) without that: the scorer removes its own
 //!   entry (a Reserve's placement; an Unreserve's lay-over), never one the stream confirmed,
 //!   and counts why: `rejected` (no collector took it, one refused it as invalid), `dropped`
@@ -258,11 +259,12 @@ impl Unconfirmed {
         }
     }
 
-    /// The stream released pod `uid`.
+    /// The stream released pod `uid`: whatever the scorer last did with it, the collector
+    /// has settled the pod (the release removes the scorer's own entry too), so nothing of
+    /// the scorer's is left to give up. A Reserve gets here when the collector dropped a
+    /// guess that arrived after its expiry, or took an earlier Unreserve of the pod.
     pub fn stream_released(&mut self, uid: &str) {
-        if self.records.get(uid).is_some_and(|r| r.op == Op::Unreserve) {
-            self.close(uid, "confirmed");
-        }
+        self.close(uid, "confirmed");
     }
 
     fn close(&mut self, uid: &str, outcome: &'static str) {

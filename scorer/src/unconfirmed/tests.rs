@@ -117,6 +117,19 @@ fn an_unreserve_is_confirmed_once_a_collector_took_it() {
 }
 
 #[test]
+fn a_streamed_release_settles_a_reserve_too() {
+    // The collector dropped a guess that reached it after its expiry and streamed the
+    // release: the scorer's entry went with it, nothing is left to give up.
+    let mut t = tracker(1);
+    t.taken("late-guess", 1, Op::Reserve, true, false, UnixMillis(0));
+    t.answered("late-guess", 1, Answer::Taken);
+    t.stream_released("late-guess");
+    assert!(t.is_empty());
+    assert_eq!(counts(&t, Op::Reserve), vec![("forwarded", 1), ("confirmed", 1)]);
+    assert_eq!(t.give_up(UnixMillis(60_000), BOUND), vec![]);
+}
+
+#[test]
 fn a_later_op_of_the_pod_replaces_its_record_and_restarts_the_clock() {
     let mut t = tracker(1);
     t.taken("p1", 1, Op::Reserve, false, false, UnixMillis(0));
