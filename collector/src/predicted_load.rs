@@ -11,7 +11,7 @@
 //! `observed + ledger` without the term `incoming`, so what a node shows does not depend on a
 //! pod that does not exist; the simulator's descheduler signal reads the same function.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -105,24 +105,46 @@ impl LoadMetrics {
     }
 }
 
-/// What the family holds, to remove the series that went stale.
+/// What the family holds, to remove the series that went stale: per node, which metrics
+/// it has a series for (the family holds the labels themselves; a second set of them cost
+/// ~4 MiB at 5,000 nodes × 6 metrics).
 #[derive(Default)]
 pub struct Published {
-    labels: HashSet<LoadLabels>,
+    /// node → indexes into `metrics`.
+    nodes: HashMap<String, Vec<usize>>,
+    /// Each metric named in the last refresh, with its resource label.
+    metrics: Vec<(String, &'static str)>,
 }
 
 impl Published {
     /// Sets every fresh series of `loads` and removes every earlier one not among them.
     pub fn apply(&mut self, metrics: &LoadMetrics, loads: Vec<(LoadLabels, f64)>) {
-        let mut now = HashSet::with_capacity(loads.len());
+        let mut names: Vec<(String, &'static str)> = Vec::new();
+        let mut nodes: HashMap<String, Vec<usize>> = HashMap::with_capacity(self.nodes.len());
         for (labels, value) in loads {
             metrics.predicted.get_or_create(&labels).set(value);
-            now.insert(labels);
+            let index = match names.iter().position(|(name, _)| *name == labels.metric) {
+                Some(index) => index,
+                None => {
+                    names.push((labels.metric, labels.resource));
+                    names.len() - 1
+                }
+            };
+            nodes.entry(labels.node).or_default().push(index);
         }
-        for gone in self.labels.difference(&now) {
-            metrics.predicted.remove(gone);
+        for (node, before) in &self.nodes {
+            let now = nodes.get(node).map(Vec::as_slice).unwrap_or_default();
+            for &index in before {
+                let (metric, resource) = &self.metrics[index];
+                if !now.iter().any(|&i| names[i].0 == *metric && names[i].1 == *resource) {
+                    let labels =
+                        LoadLabels { node: node.clone(), metric: metric.clone(), resource };
+                    metrics.predicted.remove(&labels);
+                }
+            }
         }
-        self.labels = now;
+        self.nodes = nodes;
+        self.metrics = names;
     }
 }
 
