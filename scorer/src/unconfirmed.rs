@@ -25,7 +25,8 @@
 //! rejected or dropped Reserve can still be confirmed by the collector's pod watch once the
 //! pod is bound.
 //!
-//! Pure: time is an argument, and the store calls it under its writer's lock, so a stream
+//! Pure: time is an argument. The store takes stream confirmations and removals here under
+//! its writer's lock (collectors' answers need no lock: they remove nothing), so a stream
 //! confirmation and a removal never race.
 
 use std::collections::HashMap;
