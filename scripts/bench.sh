@@ -188,6 +188,9 @@ if want footprint; then
   for run in $(seq 1 "$RUNS"); do
     B footprint --spawn --bin-dir "$BIN" --cluster-nodes "$NODES" --reserves 50000 --concurrency 256 \
       --duration "$FOOTPRINT_WINDOW" --log-dir "$OUT/footprint-$run" --json-out "$OUT/footprint.jsonl" --label footprint
+    B footprint --spawn --bin-dir "$BIN" --cluster-nodes "$NODES" --reserves 50000 --concurrency 256 \
+      --duration "$FOOTPRINT_WINDOW" --collector-shadow --log-dir "$OUT/footprint-shadow-$run" \
+      --json-out "$OUT/footprint.jsonl" --label footprint-shadow
   done
 fi
 

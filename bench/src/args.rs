@@ -191,6 +191,11 @@ pub struct SpawnArgs {
     /// policy; `soak` writes its own when this is not given).
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+
+    /// More flags for the spawned collector (set by a subcommand's own options, e.g.
+    /// `footprint --collector-shadow`).
+    #[arg(skip)]
+    pub collector_flags: Vec<String>,
 }
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -301,6 +306,12 @@ pub struct FootprintArgs {
     /// Then wait this long more before the "filled" reading.
     #[arg(long, value_parser = parse_std_duration, default_value = "3s")]
     pub settle: Duration,
+
+    /// Start the collector with shadow mode on (`--shadow`): its judge keeps its view of
+    /// the state beside the collector's own (the synthetic source has no pod watch, so no
+    /// bind is judged; the view is fed all the same).
+    #[arg(long)]
+    pub collector_shadow: bool,
 
     #[command(flatten)]
     pub spawn: SpawnArgs,

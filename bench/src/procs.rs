@@ -89,11 +89,13 @@ impl Stack {
             }
             args
         };
+        let mut collector_args = vec![
+            format!("--synthetic-nodes={}", spawn.cluster_nodes),
+            format!("--synthetic-interval={}", spawn.synthetic_interval),
+        ];
+        collector_args.extend(spawn.collector_flags.iter().cloned());
         let collector =
-            launch("waterline-collector", spawn, &log_dir).spawn(&with_policy(vec![
-                format!("--synthetic-nodes={}", spawn.cluster_nodes),
-                format!("--synthetic-interval={}", spawn.synthetic_interval),
-            ]))?;
+            launch("waterline-collector", spawn, &log_dir).spawn(&with_policy(collector_args))?;
         collector.wait_ready(READY_TIMEOUT).await?;
         let scorer = launch("waterline-scorer", spawn, &log_dir)
             .spawn(&with_policy(vec![format!("--collector-url={}", collector.url())]))?;

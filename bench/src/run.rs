@@ -339,9 +339,17 @@ async fn settle(stack: &Stack, entries: f64, timeout: Duration) -> Option<f64> {
 }
 
 async fn footprint(f: &FootprintArgs, progress: bool) -> Result<Value> {
-    let stack = Stack::start(&f.spawn, false).await?;
+    let mut spawn = f.spawn.clone();
+    if f.collector_shadow {
+        spawn.collector_flags.push("--shadow".into());
+    }
+    let stack = Stack::start(&spawn, false).await?;
     let cluster = f.spawn.cluster_nodes;
-    println!("footprint: {cluster} synthetic nodes, {} Reserves", f.reserves);
+    let shadow = if f.collector_shadow { "on" } else { "off" };
+    println!(
+        "footprint: {cluster} synthetic nodes, {} Reserves, collector shadow {shadow}",
+        f.reserves
+    );
     let idle = print_procs(&stack);
 
     let load = LoadArgs {
@@ -405,6 +413,7 @@ async fn footprint(f: &FootprintArgs, progress: bool) -> Result<Value> {
     let end = print_procs(&stack);
     let mut result = json!({
         "cluster_nodes": cluster,
+        "collector_shadow": f.collector_shadow,
         "reserves": report::outcome_json(&reserves),
         "collector_reserves": report::outcome_json(&direct),
         "ledger_entries": ledger,

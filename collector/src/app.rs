@@ -170,7 +170,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let (decisions, filter) = shadow.unzip();
+    let (decisions, filter, view) = match shadow {
+        Some((decisions, filter, view)) => (Some(decisions), Some(filter), Some(view)),
+        None => (None, None, None),
+    };
     // Before Prometheus, so the node watch's addresses are there as early as possible.
     let (pods_synced, kube_client) =
         match start_kube(&args, &state, &policy, &directory, filter, running.clone()).await? {
@@ -234,8 +237,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(metrics) = load_metrics {
         let interval = args.predicted_load_interval;
         let span = tracing::info_span!("predicted_load", interval_secs = interval.as_secs_f64());
+        // One standing snapshot, never a copy per refresh: the judge's view with shadow mode
+        // on, else one followed for this.
+        let view = match view {
+            Some(view) => view,
+            None => {
+                let queue = args.shadow.shadow_queue as usize;
+                shadow::follow(&state, queue, metrics.view_resyncs.clone())?
+            }
+        };
+        let source = predicted_load::Source::Shared(view);
         tokio::spawn(
-            predicted_load::run(state.clone(), policy.clone(), metrics, interval).instrument(span),
+            predicted_load::run(source, policy.clone(), metrics, interval).instrument(span),
         );
     }
     let span = tracing::info_span!("maintain");

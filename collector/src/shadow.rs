@@ -13,7 +13,9 @@
 //!
 //! **Just before the bind.** The judge keeps its own copy of the state — a
 //! [`ShadowView`], fed by the same deltas a scorer applies — from the queue of
-//! [`feed`], on which the state puts every change in order under its lock. The pod watch
+//! [`feed`], on which the state puts every change in order under its lock. That copy is
+//! shared ([`view::SharedView`]): the predicted-load publisher reads it instead of copying
+//! the state again. The pod watch
 //! puts a bind to judge on it *before* the bind's own placement, so the judgement sees the
 //! samples and the ledger exactly as they were before it.
 //!
@@ -22,6 +24,7 @@
 //! in `waterline_shadow_dropped_total`, and the judge resyncs from a full copy.
 
 pub mod feed;
+pub mod view;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +43,7 @@ use waterline_core::shadow::{Decision, ShadowView};
 use waterline_runtime::policy::PolicyHandle;
 
 use self::feed::{ShadowEvent, ShadowFeed};
+use self::view::SharedView;
 use crate::state::ClusterState;
 
 /// The scheduler spec.schedulerName means when it is empty (the API server's default).
@@ -153,8 +157,9 @@ pub struct ShadowMetrics {
 }
 
 impl ShadowMetrics {
-    pub fn register(registry: &mut Registry) -> Self {
-        let m = ShadowMetrics {
+    /// Counters and histograms no registry exports (a view followed without judging).
+    fn unregistered() -> Self {
+        ShadowMetrics {
             binds: Family::default(),
             rejected: Family::default(),
             no_best: Family::default(),
@@ -164,7 +169,11 @@ impl ShadowMetrics {
             duration: Histogram::new(exponential_buckets(0.00001, 2.5, 12)),
             dropped: Counter::default(),
             resyncs: Counter::default(),
-        };
+        }
+    }
+
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = ShadowMetrics::unregistered();
         registry.register(
             "waterline_shadow_binds",
             "Binds by other schedulers judged, by scheduler and by waterline's Filter verdict on the chosen node",
@@ -288,20 +297,20 @@ impl Decisions {
 /// Attaches the judge to `state` and starts it on its own thread (its own single-threaded
 /// runtime: judging a bind among thousands of nodes takes milliseconds, which must not sit
 /// on the runtime that serves gRPC and the watches); returns what the service reads and
-/// the filter the pod watch applies.
+/// the filter the pod watch applies, and the judge's view for other readers.
 pub fn start(
     args: &ShadowArgs,
     state: &ClusterState,
     policy: PolicyHandle,
     metrics: ShadowMetrics,
-) -> anyhow::Result<(Arc<Decisions>, Arc<SchedulerFilter>)> {
-    let (decisions, filter, judge) = attach(args, state, policy, metrics);
+) -> anyhow::Result<(Arc<Decisions>, Arc<SchedulerFilter>, SharedView)> {
+    let (decisions, filter, view, judge) = attach(args, state, policy, metrics);
     let runtime = tokio::runtime::Builder::new_current_thread().build()?;
     std::thread::Builder::new()
         .name("shadow-judge".into())
         .spawn(move || runtime.block_on(judge.instrument(tracing::info_span!("shadow_judge"))))?;
     tracing::info!(schedulers = ?filter, queue = args.shadow_queue, "shadow mode on");
-    Ok((decisions, filter))
+    Ok((decisions, filter, view))
 }
 
 /// Attaches the judge to `state`; the returned future is the judge, to be run.
@@ -310,14 +319,43 @@ pub(crate) fn attach(
     state: &ClusterState,
     policy: PolicyHandle,
     metrics: ShadowMetrics,
-) -> (Arc<Decisions>, Arc<SchedulerFilter>, impl std::future::Future<Output = ()> + use<>) {
+) -> (Arc<Decisions>, Arc<SchedulerFilter>, SharedView, impl std::future::Future<Output = ()> + use<>)
+{
     let filter = Arc::new(SchedulerFilter::new(args));
     let decisions = Arc::new(Decisions::new(args.shadow_keep as usize, metrics.dropped.clone()));
-    let (feed, full) = state.attach_shadow(args.shadow_queue as usize, metrics.dropped.clone());
-    let mut view = ShadowView::default();
-    view.apply(&full);
+    let (feed, full) =
+        state.attach_shadow(args.shadow_queue as usize, metrics.dropped.clone(), true);
+    let view = SharedView::default();
+    view.write().apply(&full);
+    // The full copy goes now, not when the judge first resyncs.
+    drop(full);
     let judge = Judge { state: state.clone(), policy, metrics, decisions: decisions.clone() };
-    (decisions, filter, judge.run(feed, view))
+    (decisions, filter, view.clone(), judge.run(feed, view))
+}
+
+/// With shadow mode off: the same view, followed on its own thread for the predicted-load
+/// publisher, judging nothing (no bind is queued to judge, no bound pod's requests are
+/// kept). `queue` events between the state and the view; past them the view resyncs,
+/// counted in `resyncs`.
+pub fn follow(state: &ClusterState, queue: usize, resyncs: Counter) -> anyhow::Result<SharedView> {
+    let (feed, full) = state.attach_shadow(queue, Counter::default(), false);
+    let view = SharedView::default();
+    view.write().apply(&full);
+    drop(full);
+    let metrics = ShadowMetrics { resyncs, ..ShadowMetrics::unregistered() };
+    let decisions = Arc::new(Decisions::new(1, metrics.dropped.clone()));
+    let judge = Judge {
+        state: state.clone(),
+        policy: PolicyHandle::new(Default::default()),
+        metrics,
+        decisions,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    let run = judge.run(feed, view.clone());
+    std::thread::Builder::new()
+        .name("state-view".into())
+        .spawn(move || runtime.block_on(run.instrument(tracing::info_span!("state_view"))))?;
+    Ok(view)
 }
 
 struct Judge {
@@ -330,13 +368,14 @@ struct Judge {
 impl Judge {
     /// Works through the queue forever; resyncs whenever the state opened a gap and every
     /// event queued before it has been handled.
-    async fn run(self, mut feed: ShadowFeed, mut view: ShadowView) {
+    async fn run(self, mut feed: ShadowFeed, view: SharedView) {
         loop {
             let event = match feed.events.try_recv() {
                 Ok(event) => event,
                 Err(TryRecvError::Disconnected) => return,
                 Err(TryRecvError::Empty) if self.state.shadow_gap() => {
                     let (full, bound) = self.state.shadow_resync();
+                    let mut view = view.write();
                     view.apply(&full);
                     view.reset_bound(bound);
                     self.metrics.resyncs.inc();
@@ -353,7 +392,7 @@ impl Judge {
                     }
                 }
             };
-            self.handle(&mut view, event);
+            self.handle(&mut view.write(), event);
         }
     }
 

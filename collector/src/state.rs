@@ -328,13 +328,16 @@ impl ClusterState {
     /// Attaches the shadow judge: every later change is queued for it (up to `queue`
     /// events; past that it is dropped — binds counted in `dropped_binds` — and the judge
     /// resyncs once it has caught up). Also returns the state at this point (as
-    /// [`ClusterState::shadow_resync`]), for the judge to start from.
+    /// [`ClusterState::shadow_resync`]), for the judge to start from. `binds`: whether bound
+    /// pods' requests are queued too (the judge's; a view followed only for its snapshot
+    /// does without).
     pub fn attach_shadow(
         &self,
         queue: usize,
         dropped_binds: prometheus_client::metrics::counter::Counter,
+        binds: bool,
     ) -> (ShadowFeed, Delta) {
-        let (tap, feed) = ShadowTap::new(queue, dropped_binds);
+        let (tap, feed) = ShadowTap::new(queue, dropped_binds, binds);
         let mut inner = self.lock();
         inner.shadow = Some(tap);
         (feed, full_snapshot(&inner))

@@ -13,7 +13,7 @@ use waterline_runtime::tls::TlsMetrics;
 use waterline_runtime::{grpc, https, logging, shutdown_signal};
 
 use crate::args::Args;
-use crate::forward::{ForwardMetrics, Forwarder};
+use crate::forward::{self, ForwardMetrics, Forwarder};
 use crate::observe::{self, SnapshotGauges};
 use crate::service::{RequestCounters, Scorer};
 use crate::store::Store;
@@ -48,6 +48,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let gauges = SnapshotGauges::register(&mut registry);
     let sync_metrics = SyncMetrics::register(&mut registry);
     let forward_metrics = ForwardMetrics::register(&mut registry);
+    // Made before the registry goes to the admin server: the store owns the outcome counters.
+    let store = Arc::new(Store::with_policies(args.collector_url.len(), policies.clone()));
+    store.outcome_metrics().register(&mut registry);
     let counters = register_request_counters(&mut registry);
     let limits = Limits::register(&mut registry, &args.limits, &[SESSION_PATH]);
     let tls_metrics = TlsMetrics::register(&mut registry);
@@ -66,8 +69,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let channel = grpc::client_channel(url, client_tls.clone(), "--collector-url")?;
         collectors.push(sync::Collector { url: url.clone(), channel });
     }
-    let store = Arc::new(Store::with_policies(collectors.len(), policies.clone()));
-    let forwarder = Forwarder::spawn(collectors.clone(), store.clone(), forward_metrics);
+    let forwarder =
+        Forwarder::spawn(collectors.clone(), store.clone(), forward_metrics, args.forward_give_up);
+    tokio::spawn(
+        forward::give_up_unconfirmed(store.clone(), args.forward_give_up)
+            .instrument(tracing::info_span!("forward_give_up")),
+    );
     let subscriber = format!("scorer {}", args.grpc_addr);
     let span = tracing::info_span!("collector_stream", collectors = %args.collector_url.join(","));
     tokio::spawn(

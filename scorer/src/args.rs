@@ -1,5 +1,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 use waterline_core::time::parse_std_duration;
@@ -62,6 +63,13 @@ pub struct Args {
     #[arg(long, env = "WATERLINE_POLICY", value_parser = parse_policy_arg)]
     pub policy: Vec<PolicyArg>,
 
+    /// How long this scorer keeps a Reserve/Unreserve of its own that the collector's
+    /// stream has not confirmed (and retries forwarding it to each collector): past it the
+    /// scorer removes its own entry — never one the stream confirmed — and counts it in
+    /// waterline_forward_outcomes_total (expired, dropped or rejected).
+    #[arg(long, default_value = "15m", value_parser = parse_give_up, env = "WATERLINE_FORWARD_GIVE_UP")]
+    pub forward_give_up: Duration,
+
     /// Most candidate nodes accepted in one Filter, Score or Evaluate request
     /// (RESOURCE_EXHAUSTED above it).
     #[arg(long, default_value_t = 10_000, env = "WATERLINE_MAX_NODES")]
@@ -72,6 +80,15 @@ pub struct Args {
 
     #[command(flatten)]
     pub limits: GrpcLimitArgs,
+}
+
+/// A duration above zero (a zero bound would remove every local change at once).
+fn parse_give_up(text: &str) -> Result<Duration, String> {
+    let bound = waterline_core::time::parse_std_duration(text).map_err(|e| e.to_string())?;
+    if bound.is_zero() {
+        return Err("must be above 0 (e.g. 15m)".into());
+    }
+    Ok(bound)
 }
 
 impl Args {

@@ -7,8 +7,12 @@
 //! once it is bound — seconds after the Reserve, which is exactly when a burst is decided.
 //! A collector that learned the Reserves only through its watch would, after a failover,
 //! stream a ledger without the binds still under way. Each collector has its own lanes, so a
-//! dead one delays nobody; an op that a collector has not taken within [`GIVE_UP`] (its
-//! unconfirmed-Reserve TTL would have pruned it by then) is given up and counted.
+//! dead one delays nobody; an op that a collector has not taken within the give-up bound
+//! (`--forward-give-up`, [`GIVE_UP`] by default: the collector's unconfirmed-Reserve TTL
+//! would have pruned it by then), counted from when the scorer took it, is given up and
+//! counted. Every answer goes to the store, which tells how each local change ended
+//! (`unconfirmed.rs`); [`give_up_unconfirmed`] removes the scorer's own entries the stream
+//! has not confirmed within the same bound.
 //!
 //! Up to [`LANES`] calls are in flight at once. A pod's operations always take the same lane
 //! (a hash of its uid) and a lane sends one call at a time, so each pod's Reserve and
@@ -33,6 +37,7 @@ use waterline_core::{Millis, UnixMillis};
 
 use crate::store::Store;
 use crate::sync::{BACKOFF, Collector};
+use crate::unconfirmed::Answer;
 
 /// Placements waiting for the collector, over all lanes, before new ones are dropped (and
 /// counted).
@@ -40,7 +45,9 @@ pub const QUEUE_LEN: usize = 65_536;
 /// Calls in flight at once (all on the one HTTP/2 connection to the collector).
 pub const LANES: usize = 16;
 const RPC_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long one op is retried against one collector (the default `ledger.reserveTtl`).
+/// The default `--forward-give-up`: how long one op is retried against one collector, and
+/// how long the scorer keeps its own change the stream has not confirmed (the default
+/// `ledger.reserveTtl`).
 pub const GIVE_UP: Duration = Duration::from_secs(15 * 60);
 
 #[derive(Clone, Default)]
@@ -48,7 +55,7 @@ pub struct ForwardMetrics {
     pub queued: Gauge,
     pub dropped: Counter,
     pub retries: Counter,
-    /// Ops a collector did not take within [`GIVE_UP`].
+    /// Ops a collector did not take within the give-up bound.
     pub expired: Counter,
 }
 
@@ -62,7 +69,7 @@ impl ForwardMetrics {
         );
         registry.register(
             "waterline_forward_dropped",
-            "Reserves/Unreserves dropped because the queue was full",
+            "Reserves/Unreserves dropped for one collector because its queue was full",
             f.dropped.clone(),
         );
         registry.register(
@@ -72,7 +79,7 @@ impl ForwardMetrics {
         );
         registry.register(
             "waterline_forward_expired",
-            "Reserves/Unreserves a collector did not take within 15 minutes, given up",
+            "Reserves/Unreserves a collector did not take within --forward-give-up (15 minutes by default), given up",
             f.expired.clone(),
         );
         f
@@ -108,18 +115,32 @@ pub fn lane_of(uid: &str, lanes: usize) -> usize {
     (hasher.finish() % lanes.max(1) as u64) as usize
 }
 
+/// A queued op and the moment its forward is given up (from when the scorer took it, so
+/// an op that waited in the queue behind a stuck one gets no longer than the bound).
+struct Queued {
+    forward: Forward,
+    deadline: tokio::time::Instant,
+}
+
 #[derive(Clone)]
 pub struct Forwarder {
     /// Per collector, its lanes.
-    collectors: Vec<Vec<mpsc::Sender<Forward>>>,
+    collectors: Vec<Vec<mpsc::Sender<Queued>>>,
+    give_up: Duration,
     metrics: ForwardMetrics,
 }
 
 impl Forwarder {
     /// Forwards to every one of `collectors` (the store must expect as many
-    /// confirmations: `Store::new(collectors.len())`).
-    pub fn spawn(collectors: Vec<Collector>, store: Arc<Store>, metrics: ForwardMetrics) -> Self {
-        Self::spawn_lanes(LANES, QUEUE_LEN, GIVE_UP, collectors, store, metrics)
+    /// confirmations: `Store::new(collectors.len())`), each op given up `give_up` after it
+    /// was sent.
+    pub fn spawn(
+        collectors: Vec<Collector>,
+        store: Arc<Store>,
+        metrics: ForwardMetrics,
+        give_up: Duration,
+    ) -> Self {
+        Self::spawn_lanes(LANES, QUEUE_LEN, give_up, collectors, store, metrics)
     }
 
     fn spawn_lanes(
@@ -138,29 +159,31 @@ impl Forwarder {
                         let (tx, rx) = mpsc::channel((queue_len / lanes.max(1)).max(1));
                         let client = CollectorServiceClient::new(collector.channel.clone());
                         let span = tracing::info_span!("forward", collector = %collector.url, lane);
-                        let lane = Lane { client, give_up, metrics: metrics.clone() };
+                        let lane = Lane { client, metrics: metrics.clone() };
                         tokio::spawn(lane.run(store.clone(), rx).instrument(span));
                         tx
                     })
                     .collect()
             })
             .collect();
-        Forwarder { collectors, metrics }
+        Forwarder { collectors, give_up, metrics }
     }
 
     /// Queues `forward` on its pod's lane of every collector; never waits. A full lane drops
-    /// it for that collector (the local store still has it, and counts that collector's
-    /// confirmation as given, so the op does not stay pending forever).
+    /// it for that collector (the local store still has it, and takes the drop as that
+    /// collector's answer, so the op does not stay pending forever; the entry itself stays
+    /// until the stream confirms it or the give-up bound removes it).
     pub fn send(&self, forward: Forward, store: &Store) {
+        let deadline = tokio::time::Instant::now() + self.give_up;
         for lanes in &self.collectors {
             let lane = &lanes[lane_of(&forward.pod.uid, lanes.len())];
-            match lane.try_send(forward.clone()) {
+            match lane.try_send(Queued { forward: forward.clone(), deadline }) {
                 Ok(()) => {
                     self.metrics.queued.inc();
                 }
                 Err(_) => {
                     self.metrics.dropped.inc();
-                    store.confirm(&forward.pod.uid, forward.seq);
+                    store.answered(&forward.pod.uid, forward.seq, Answer::Dropped);
                     tracing::warn!("forward queue full; a collector will not see this placement");
                 }
             }
@@ -168,36 +191,62 @@ impl Forwarder {
     }
 }
 
+/// How often [`give_up_unconfirmed`] looks: an eighth of the bound, between 100 ms and 10 s,
+/// so an entry leaves at most that long after its bound (15 min + 10 s by default).
+pub fn give_up_period(bound: Duration) -> Duration {
+    (bound / 8).clamp(Duration::from_millis(100), Duration::from_secs(10))
+}
+
+/// Forever: removes the scorer's own ledger changes the stream has not confirmed within
+/// `bound` of being taken ([`Store::give_up`]), every [`give_up_period`].
+pub async fn give_up_unconfirmed(store: Arc<Store>, bound: Duration) {
+    let millis = Millis(bound.as_millis().min(i64::MAX as u128) as i64);
+    let mut ticker = tokio::time::interval(give_up_period(bound));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let given_up = store.give_up(UnixMillis::now(), millis);
+        if given_up > 0 {
+            tracing::warn!(given_up, bound = ?bound, "gave up local changes the collector never confirmed");
+        }
+    }
+}
+
 /// One lane to one collector: one call at a time, in order.
 struct Lane {
     client: CollectorServiceClient<Channel>,
-    give_up: Duration,
     metrics: ForwardMetrics,
 }
 
 impl Lane {
-    async fn run(mut self, store: Arc<Store>, mut rx: mpsc::Receiver<Forward>) {
-        while let Some(forward) = rx.recv().await {
-            let deadline = tokio::time::Instant::now() + self.give_up;
-            if tokio::time::timeout_at(deadline, deliver(&mut self.client, &forward, &self.metrics))
-                .await
-                .is_err()
+    async fn run(mut self, store: Arc<Store>, mut rx: mpsc::Receiver<Queued>) {
+        while let Some(Queued { forward, deadline }) = rx.recv().await {
+            let answer = match tokio::time::timeout_at(
+                deadline,
+                deliver(&mut self.client, &forward, &self.metrics),
+            )
+            .await
             {
-                self.metrics.expired.inc();
-                tracing::warn!(pod = %forward.pod.uid, "a collector did not take a placement in time; given up");
-            }
-            store.confirm(&forward.pod.uid, forward.seq);
+                Ok(answer) => answer,
+                Err(_) => {
+                    self.metrics.expired.inc();
+                    tracing::warn!(pod = %forward.pod.uid, "a collector did not take a placement in time; given up");
+                    Answer::Expired
+                }
+            };
+            store.answered(&forward.pod.uid, forward.seq, answer);
             self.metrics.queued.dec();
         }
     }
 }
 
-/// Sends one call until the collector accepts (or rejects as invalid) it.
+/// Sends one call until the collector accepts it ([`Answer::Taken`]) or rejects it as
+/// invalid ([`Answer::Rejected`]).
 async fn deliver(
     client: &mut CollectorServiceClient<Channel>,
     forward: &Forward,
     metrics: &ForwardMetrics,
-) {
+) -> Answer {
     let mut backoff = BACKOFF;
     loop {
         let call = async {
@@ -221,11 +270,11 @@ async fn deliver(
             }
         };
         match tokio::time::timeout(RPC_TIMEOUT, call).await {
-            Ok(Ok(())) => return,
+            Ok(Ok(())) => return Answer::Taken,
             // The collector judged it invalid; retrying cannot help.
             Ok(Err(status)) if status.code() == tonic::Code::InvalidArgument => {
                 tracing::warn!(error = %status, "collector rejected a forwarded placement");
-                return;
+                return Answer::Rejected;
             }
             Ok(Err(status)) => {
                 tracing::debug!(error = %status, "forwarding to the collector failed; retrying");

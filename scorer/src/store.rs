@@ -19,6 +19,8 @@ use waterline_core::engine::Prepared;
 use waterline_core::{Delta, LedgerEntry, Millis, Policy, Snapshot, UnixMillis};
 use waterline_runtime::policy::{Policies, PolicyHandle};
 
+use crate::unconfirmed::{Answer, Op, OutcomeMetrics, Unconfirmed};
+
 mod published;
 use published::{Change, Published};
 
@@ -114,6 +116,9 @@ pub struct Store {
     connected: AtomicBool,
     /// Unix millis of the last moment the snapshot was known to be current.
     last_contact: AtomicI64,
+    /// Local changes the stream has not confirmed, and how each ended (`unconfirmed.rs`);
+    /// locked inside the writer's lock only.
+    unconfirmed: Mutex<Unconfirmed>,
 }
 
 /// An op not every collector has confirmed yet.
@@ -153,6 +158,7 @@ impl Store {
             synced: AtomicBool::default(),
             connected: AtomicBool::default(),
             last_contact: AtomicI64::default(),
+            unconfirmed: Mutex::new(Unconfirmed::new(collectors, OutcomeMetrics::default())),
         }
     }
 
@@ -228,6 +234,8 @@ impl Store {
                     })
                     .collect()
             };
+            drop(pending);
+            self.stream_confirms(&delta);
             let change: Change<Generation> = Arc::new(move |generation: &mut Generation| {
                 delta.apply_to(&mut generation.snapshot);
                 for op in &lay_over {
@@ -253,6 +261,7 @@ impl Store {
                 PendingOp::Unreserve { uid } => uid.clone(),
             };
             seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+            self.taken_locally(&uid, seq, &op, now);
             let pending = Pending { seq, op: op.clone(), unconfirmed: self.collectors };
             self.lock_pending().insert(uid, pending);
             let change: Change<Generation> = Arc::new(move |generation: &mut Generation| {
@@ -303,6 +312,103 @@ impl Store {
 
     pub fn pending_len(&self) -> usize {
         self.lock_pending().len()
+    }
+}
+
+/// The bound on local changes the stream has not confirmed (`unconfirmed.rs`): kept apart
+/// from the rest of the store, which only calls into it under the writer's lock.
+impl Store {
+    fn lock_unconfirmed(&self) -> std::sync::MutexGuard<'_, Unconfirmed> {
+        self.unconfirmed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `waterline_forward_outcomes_total` and `waterline_forward_unconfirmed`, to register.
+    pub fn outcome_metrics(&self) -> OutcomeMetrics {
+        self.lock_unconfirmed().metrics().clone()
+    }
+
+    /// Pods whose latest local op the stream has not confirmed.
+    pub fn unconfirmed_len(&self) -> usize {
+        self.lock_unconfirmed().len()
+    }
+
+    /// Records a local op (under the writer's lock, before it is applied): is the entry it
+    /// leaves only ours, or does the stream's own entry already stand there?
+    fn taken_locally(&self, uid: &str, seq: u64, op: &PendingOp, now: UnixMillis) {
+        let (kind, guess, stream_holds) = match op {
+            PendingOp::Reserve(entry) => {
+                let current = self.current.load();
+                let held = current.snapshot().ledger().get(uid).is_some_and(|held| {
+                    held.source.is_departure()
+                        || (held.node == entry.node
+                            && (!held.source.is_provisional() || entry.source.is_provisional()))
+                });
+                (Op::Reserve, entry.source.is_provisional(), held)
+            }
+            PendingOp::Unreserve { .. } => (Op::Unreserve, false, false),
+        };
+        self.lock_unconfirmed().taken(uid, seq, kind, guess, stream_holds, now);
+    }
+
+    /// What a streamed change confirms (under the writer's lock).
+    fn stream_confirms(&self, delta: &Delta) {
+        let mut unconfirmed = self.lock_unconfirmed();
+        if unconfirmed.is_empty() {
+            return;
+        }
+        for entry in &delta.placed {
+            unconfirmed.stream_placed(&entry.uid, entry.source.is_provisional());
+        }
+        for uid in &delta.released {
+            unconfirmed.stream_released(uid);
+        }
+    }
+
+    /// One collector's answer to op `seq` of pod `uid`: counted, then [`Store::confirm`].
+    pub fn answered(&self, uid: &str, seq: u64, answer: Answer) {
+        self.lock_unconfirmed().answered(uid, seq, answer);
+        self.confirm(uid, seq);
+    }
+
+    /// Undoes every local change the stream has not confirmed within `bound` of being
+    /// taken: a Reserve's entry leaves the ledger, an op's lay-over ends. Never touches an
+    /// entry the stream confirmed (confirmation and removal both happen under the writer's
+    /// lock). Returns how many were given up.
+    pub fn give_up(&self, now: UnixMillis, bound: Millis) -> usize {
+        if !self.lock_unconfirmed().any_due(now, bound) {
+            return 0;
+        }
+        let policy = self.policies_now();
+        let mut count = 0;
+        self.current.write(|| {
+            let given_up = self.lock_unconfirmed().give_up(now, bound);
+            count = given_up.len();
+            let mut pending = self.lock_pending();
+            let mut removed = Vec::new();
+            for g in given_up {
+                if pending.get(&g.uid).is_some_and(|p| p.seq == g.seq) {
+                    pending.remove(&g.uid);
+                }
+                if g.op == Op::Reserve {
+                    removed.push(g.uid);
+                }
+            }
+            let change: Change<Generation> = Arc::new(move |generation: &mut Generation| {
+                for uid in &removed {
+                    let departed = generation
+                        .snapshot
+                        .ledger()
+                        .get(uid)
+                        .is_some_and(|e| e.source.is_departure());
+                    if !departed {
+                        generation.snapshot.delete_placement(uid);
+                    }
+                }
+                generation.settle(&policy, now);
+            });
+            change
+        });
+        count
     }
 }
 

@@ -209,7 +209,8 @@ async fn the_ticker_publishes_the_state_and_times_each_refresh() {
     state.replace_nodes([("a".to_owned(), record(20.0, 30.0, now))].into());
     state.place(placed("p1", "a", 400, 0, now));
     let handle = PolicyHandle::new(policy());
-    let task = tokio::spawn(run(state.clone(), handle, metrics, Duration::from_secs(15)));
+    let task =
+        tokio::spawn(run(Source::Copy(state.clone()), handle, metrics, Duration::from_secs(15)));
     // The first tick fires at once; let it run.
     tokio::time::sleep(Duration::from_millis(10)).await;
     let text = exposition(&registry);

@@ -39,13 +39,17 @@ pub struct ShadowTap {
     gap: bool,
     gap_opened: Arc<Notify>,
     dropped_binds: Counter,
+    /// Whether bound pods' requests are queued and kept (the judge's request fit needs
+    /// them; a view only followed for its snapshot does not).
+    binds: bool,
     /// Every bound pod's node and requests, for a resync.
     bound: HashMap<String, (String, Requests)>,
 }
 
 impl ShadowTap {
-    /// A tap with an empty queue and no pod bound yet.
-    pub fn new(queue: usize, dropped_binds: Counter) -> (ShadowTap, ShadowFeed) {
+    /// A tap with an empty queue and no pod bound yet; `binds`: whether bound pods'
+    /// requests are queued and kept too.
+    pub fn new(queue: usize, dropped_binds: Counter, binds: bool) -> (ShadowTap, ShadowFeed) {
         let (tx, events) = mpsc::channel(queue.max(1));
         let gap_opened = Arc::new(Notify::new());
         let tap = ShadowTap {
@@ -53,6 +57,7 @@ impl ShadowTap {
             gap: false,
             gap_opened: gap_opened.clone(),
             dropped_binds,
+            binds,
             bound: HashMap::new(),
         };
         (tap, ShadowFeed { events, gap_opened })
@@ -82,6 +87,9 @@ impl ShadowTap {
 
     /// A pod's requests on its node; queued only when they changed.
     pub fn bind(&mut self, uid: &str, node: &str, requests: Requests) {
+        if !self.binds {
+            return;
+        }
         let same = self.bound.get(uid).is_some_and(|(n, r)| n == node && *r == requests);
         if !same {
             self.bound.insert(uid.to_owned(), (node.to_owned(), requests));
@@ -90,13 +98,17 @@ impl ShadowTap {
     }
 
     pub fn unbind(&mut self, uid: &str) {
-        if self.bound.remove(uid).is_some() {
+        if self.binds && self.bound.remove(uid).is_some() {
             self.send(ShadowEvent::Unbound { uid: uid.to_owned() });
         }
     }
 
     /// A fresh pod list: the judge resyncs from it.
     pub fn reset_bound(&mut self, bound: Vec<(String, String, Requests)>) {
+        if !self.binds {
+            // The re-list's ledger change is queued as a delta like any other.
+            return;
+        }
         self.bound = bound.into_iter().map(|(uid, node, r)| (uid, (node, r))).collect();
         self.open_gap();
     }

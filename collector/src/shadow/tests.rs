@@ -93,7 +93,7 @@ async fn binds_are_judged_on_the_state_just_before_them_and_then_enter_the_ledge
     let state = state();
     let mut registry = Registry::default();
     let metrics = ShadowMetrics::register(&mut registry);
-    let (decisions, filter, judge) = attach(&args(&[]), &state, policy(), metrics);
+    let (decisions, filter, _view, judge) = attach(&args(&[]), &state, policy(), metrics);
     tokio::spawn(judge);
     let mut index = PodIndex::new(state.clone(), policy()).with_shadow(Some(filter));
 
@@ -152,7 +152,7 @@ async fn binds_are_judged_on_the_state_just_before_them_and_then_enter_the_ledge
 async fn a_full_queue_drops_and_counts_binds_and_the_judge_resyncs() {
     let state = state();
     let metrics = ShadowMetrics::register(&mut Registry::default());
-    let (decisions, filter, judge) =
+    let (decisions, filter, _view, judge) =
         attach(&args(&["--shadow-queue", "2"]), &state, policy(), metrics);
     let mut index = PodIndex::new(state.clone(), policy()).with_shadow(Some(filter));
     // The judge is not running yet. A bind is three events (judge, requests, ledger
@@ -181,4 +181,81 @@ async fn a_full_queue_drops_and_counts_binds_and_the_judge_resyncs() {
     let d = &decisions.recent(1, "")[0];
     assert_eq!((d.candidates, d.fitting), (3, 2));
     assert_ne!(d.best.as_ref().map(|b| b.0.as_str()), Some("cool"));
+}
+
+#[tokio::test]
+async fn the_predicted_load_reads_the_judges_view_which_matches_a_fresh_copy() {
+    use crate::predicted_load::Source;
+    let state = state();
+    let metrics = ShadowMetrics::register(&mut Registry::default());
+    let (decisions, filter, view, judge) = attach(&args(&[]), &state, policy(), metrics);
+    tokio::spawn(judge);
+    let mut index = PodIndex::new(state.clone(), policy()).with_shadow(Some(filter));
+    index.apply(bound("a", "cool", "default-scheduler"));
+    wait_judged(&decisions, 1).await;
+    // The judgement comes first in the queue; the placement right after it.
+    for _ in 0..500 {
+        if view.read(|s| s.ledger().len()) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let now = UnixMillis::now();
+    let policy = policy().get();
+    let shared = Source::Shared(view).loads(&policy, now);
+    let copied = Source::Copy(state).loads(&policy, now);
+    assert_eq!(shared, copied);
+    // cool: 20 % observed + 850 m of 8,000 m (10.625 %) = 30.625 % → 0.30625.
+    let cool = shared.iter().find(|(l, _)| l.node == "cool").map(|(_, v)| *v);
+    assert!(cool.is_some_and(|v| (v - 0.30625).abs() < 1e-9), "{cool:?}");
+}
+
+/// Waits (a hang guard, not a timing assertion) until the followed view's ledger holds
+/// `entries`.
+async fn view_has(view: &SharedView, entries: usize) {
+    for _ in 0..500 {
+        if view.read(|s| s.ledger().len()) == entries {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the view has {} entries, not {entries}", view.read(|s| s.ledger().len()));
+}
+
+#[tokio::test]
+async fn with_shadow_off_a_followed_view_tracks_the_state_without_bound_requests() {
+    use crate::predicted_load::Source;
+    use waterline_core::LedgerEntry;
+    use waterline_core::estimate::Usage;
+    use waterline_core::ledger::LedgerSource;
+    use waterline_core::shadow::Requests;
+    let state = state();
+    let resyncs = Counter::default();
+    // A queue of one event: 200 changes in a row overflow it (the view's thread would have
+    // to take each before the next is made), so the view catches up by a resync.
+    let view = follow(&state, 1, resyncs.clone()).unwrap();
+    let entry = |uid: &str| LedgerEntry {
+        uid: uid.into(),
+        namespace: "shop".into(),
+        name: uid.into(),
+        node: "cool".into(),
+        placed_at: UnixMillis::now(),
+        usage: Usage { cpu_millis: 850, memory_bytes: 0 },
+        source: LedgerSource::Watch,
+        labels: Default::default(),
+    };
+    let requests = Requests { cpu_millis: 1000, memory_bytes: 1 << 30 };
+    for i in 0..200 {
+        state.place_bound(entry(&format!("p{i}")), requests, None);
+    }
+    view_has(&view, 200).await;
+    assert!(resyncs.get() >= 1, "a queue of one overflowed");
+    let now = UnixMillis::now();
+    let policy = policy().get();
+    assert_eq!(
+        Source::Shared(view.clone()).loads(&policy, now),
+        Source::Copy(state).loads(&policy, now)
+    );
+    // No bound pod's requests are kept: nothing judges request fit here.
+    assert_eq!(view.write().requested("cool"), Requests::default());
 }
