@@ -45,8 +45,7 @@ import (
 )
 
 const (
-	lfNodes         = 6
-	lfHot           = 5
+	lfHot           = faultHot
 	lfPluginProfile = "waterline-plugin"
 	lfMaxAge        = 8 * time.Second
 	// lfBefore pods per profile are placed before each fault, lfBurst per profile under it
@@ -83,22 +82,9 @@ func TestLongFaults(t *testing.T) {
 	stack.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	opts := stack.Options{
-		Nodes: lfNodes,
-		CPUBusy: func(i int) float64 {
-			if i == lfHot {
-				return 0.9
-			}
-			return 0.10 + 0.03*float64(i)
-		},
-		MemoryUsed: 0.2,
-		Policy: stack.Policy{
-			Metrics: []stack.Metric{stack.CPUAvg5m.WithFilter(65), stack.MemAvg5m.WithFilter(65)},
-			Ledger:  true,
-			Stale:   fmt.Sprintf("{maxAge: %s, filter: pass, score: 50, breakerShare: 0.5, breakerMinNodes: 3}", lfMaxAge),
-		},
-		WaitMetrics: true,
-	}
+	// The fault matrix's stack (faultStackOptions), its samples stale after lfMaxAge.
+	opts := faultStackOptions()
+	opts.Policy.Stale = fmt.Sprintf("{maxAge: %s, filter: pass, score: 50, breakerShare: 0.5, breakerMinNodes: 3}", lfMaxAge)
 	s := stack.New(ctx, t, opts)
 	f := &longFaultStack{Stack: s, hot: stack.NodeName(lfHot)}
 	f.promNet = stack.StartProxy(t, strings.TrimPrefix(s.PrometheusURL, "http://"))
