@@ -123,16 +123,17 @@ func testLearnedEstimate(t *testing.T, path stack.Path) {
 			over = append(over, fmt.Sprintf("%s %.0f %%", n, load))
 		}
 	}
-	t.Logf("%s path: %d of %d burst pods bound; hungry pods per node %v", path, len(bound), leBurst, perNode)
+	moved, _ := stack.AdminSum(s.Collector.Admin, "waterline_collector_provisional_guesses_total", "outcome", "moved")
+	t.Logf("%s path: %d of %d burst pods bound; hungry pods per node %v; provisional guesses moved by the scheduler's choice: %.0f", path, len(bound), leBurst, perNode, moved)
 	stack.AppendResult(t, "learned.txt", fmt.Sprintf("%s %s path: learned ratio %.2f; burst %d, bound %d; per node %v\n",
 		time.Now().UTC().Format(time.RFC3339), path, ratio, leBurst, len(bound), perNode))
 	// The plugin path reserves in the scheduling cycle: no pod is decided on a stale ledger,
 	// so no node may pass the filter. The extender path learns a placement only from its
-	// provisional guess at prioritize and the pod watch: when kube-scheduler breaks a tie
-	// among nodes the 0..10 mapping scored alike on another node than the guess, the next
-	// pod can be decided before the watch moves the entry (TestBurstLedger's slack). There
-	// one node may carry one pod too many (≤ 85 %); the factor's pricing would put three
-	// or more on several.
+	// provisional guess at prioritize and the pod watch, and in 3 of 5 runs here one node
+	// took one pod too many (85 %) although no guess was moved (the counter logged above is
+	// 0): a pod decided on a ledger that lacked a placement, cause not found yet. There one
+	// node may carry one pod too many; the factor's pricing would put three or more on
+	// several nodes.
 	switch {
 	case path == stack.PluginPath && len(over) > 0:
 		t.Errorf("%s path: nodes past filterAbove %.0f in true load: %s", path, leFilter, strings.Join(over, ", "))
