@@ -147,6 +147,8 @@ async fn stream_from(
     metrics.connected.set(1);
     tracing::info!(collector = %url, "streaming from the collector");
     let mut received = false;
+    // The last sign of life: a silent stream was dead since then, not since the timeout.
+    let mut last_message = UnixMillis::now();
     loop {
         let Ok(next) = tokio::time::timeout(silence, stream.message()).await else {
             metrics.silent.inc();
@@ -178,6 +180,7 @@ async fn stream_from(
                 store.set_connected(true, UnixMillis::now());
                 metrics.messages.inc();
                 received = true;
+                last_message = UnixMillis::now();
             }
             Ok(None) => {
                 tracing::warn!(collector = %url, "collector closed the stream");
@@ -190,6 +193,6 @@ async fn stream_from(
         }
     }
     metrics.connected.set(0);
-    store.set_connected(false, UnixMillis::now());
+    store.set_connected(false, last_message);
     received
 }
